@@ -1,0 +1,41 @@
+"""Golden values: the default suite's leaderboard, for two seeds, is what it was before the
+restructuring (issue 11). Any change to a number, a rank or an n/a count fails here.
+
+The golden file was written by ``xaibench run --suite default --explainer default --seed S``
+on the tree before the move (``tests/golden/default-suite.json``, see ``_rows``). Regenerate it
+only for a deliberate change of behaviour, and say so in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from xaibench.cli import cli
+
+GOLDEN = Path(__file__).parent / "golden" / "default-suite.json"
+FIELDS = ("value", "ci_low", "ci_high", "n", "n_na", "rank")
+
+
+def _rows(leaderboard: dict) -> dict[str, dict]:
+    """``track/explainer/metric`` -> the compared fields of one leaderboard row."""
+    return {f"{r['track']}/{r['explainer']}/{r['metric']}": {k: r.get(k) for k in FIELDS} for r in leaderboard["rows"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_default_suite_leaderboard_matches_the_golden_values(tmp_path: Path, seed: int) -> None:
+    golden = json.loads(GOLDEN.read_text())[str(seed)]
+    out = tmp_path / "lb"
+    args = ["run", "--suite", "default", "--explainer", "default", "--seed", str(seed), "--quiet"]
+    args += ["--workdir", str(tmp_path / "work"), "--submissions", str(tmp_path / "sub"), "--leaderboard-dir", str(out)]
+    result = CliRunner().invoke(cli, args, env={**os.environ, "COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    got = _rows(json.loads((out / "leaderboard.json").read_text()))
+    assert sorted(got) == sorted(golden), "the set of (track, explainer, metric) rows changed"
+    changed = {k: (golden[k], got[k]) for k in golden if golden[k] != got[k]}
+    assert not changed, f"{len(changed)} of {len(golden)} rows changed, e.g. {next(iter(changed.items()))}"
