@@ -29,7 +29,7 @@ def child(path: str, name: str, batch_size: int) -> None:
     from _faithfulness_common import load_model, make_batch
 
     from xaibench.api import ForwardCounter, Sample
-    from xaibench.metrics.faithfulness_metrics import FAITHFULNESS_METRICS
+    from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
 
     model = load_model()
     data = np.load(path)

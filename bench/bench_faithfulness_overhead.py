@@ -26,8 +26,8 @@ import torch
 from _faithfulness_common import forward_only_time, load_track, make_batch, timed
 
 from xaibench.api import Explainer
-from xaibench.metrics import perturbation
-from xaibench.metrics.faithfulness_metrics import FAITHFULNESS_METRICS
+from xaibench.metrics.faithfulness import perturbation
+from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
 
 
 class GradientExplainer(Explainer):

@@ -3,7 +3,7 @@
 Prints both times (best of several repeats, one process, same inputs) and the ratio;
 the goal is xaibench >= 20x faster. Two xaibench timings are reported:
 
-- ``pure``: :func:`xaibench.metrics.alignment.pointing_game` on the normalised maps (the
+- ``pure``: :func:`xaibench.metrics.alignment.formulas.pointing_game` on the normalised maps (the
   same arrays Quantus gets, Quantus with its own normalisation and abs disabled);
 - ``metric``: the registered ``pointing_game`` metric from raw maps and ``Sample`` ground
   truth, including normalisation (positive part, min-max), on a fresh ``MetricInput``.
@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from xaibench.api import GroundTruth, MetricInput, Sample
-from xaibench.metrics.alignment import pointing_game
-from xaibench.metrics.alignment_metrics import ALIGNMENT_METRICS
+from xaibench.metrics.alignment.formulas import pointing_game
+from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS
 from xaibench.metrics.normalise import normalise_saliency
 
 N, SIZE, REPEATS = 64, 224, 5

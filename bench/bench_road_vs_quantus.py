@@ -24,7 +24,7 @@ import quantus
 import torch
 from _faithfulness_common import forward_only_time, load_track, make_batch, timed
 
-from xaibench.metrics.faithfulness_metrics import FAITHFULNESS_METRICS
+from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
 
 PERCENTS = list(range(1, 100, 2))
 

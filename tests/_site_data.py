@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from xaibench.examples import png_bytes
-from xaibench.render import render_overlay
+from xaibench.pasta.render import render_overlay
+from xaibench.publish.examples import png_bytes
 
 EVIL_NAME = "<script>window.__pwned=1</script>"
 EVIL_PARAM = "<img src=x onerror=window.__pwned=2>"

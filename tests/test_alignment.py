@@ -10,8 +10,8 @@ import pytest
 from scipy.ndimage import distance_transform_edt
 
 from xaibench.api import GroundTruth, MetricInput, Sample
-from xaibench.metrics import alignment as al
-from xaibench.metrics.alignment_metrics import ALIGNMENT_METRICS, SHARED_KEY, AlignmentBatch
+from xaibench.metrics.alignment import formulas as al
+from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS, SHARED_KEY, AlignmentBatch
 from xaibench.metrics.normalise import normalise_levels, normalise_saliency, resize_bilinear
 
 BY_NAME = {cls.name: cls for cls in ALIGNMENT_METRICS}
@@ -390,7 +390,7 @@ def test_metric_ids_and_metadata():
         assert cls.direction == ("lower" if cls.name.endswith("mae") else "higher")
         assert cls.needs == (("levels",) if "_h" in cls.name else ("mask",))
         assert cls.version and "is better" in cls.description and cls.unit
-        assert cls.__module__ == "xaibench.metrics.alignment_metrics"
+        assert cls.__module__ == "xaibench.metrics.alignment.metrics"
 
 
 def test_metric_batch_groups_sizes_and_matches_pure_functions():

@@ -21,13 +21,10 @@ from PIL import Image
 from scipy import ndimage as ndi
 from scipy.io import savemat
 
-from xaibench.datasets import real_common
-from xaibench.datasets.coco import CocoDataset, boxes_mask, rle_counts_from_string, rle_decode
-from xaibench.datasets.human_attention import MAP_KINDS, HumanAttentionDataset, human_map_levels, load_map
+from xaibench.datasets.real import common as real_common
 from xaibench.datasets.io import read_mask
-from xaibench.datasets.mohseni import MohseniDataset
-from xaibench.datasets.pets import PET_BREEDS, OxfordPetsDataset, parse_list
-from xaibench.datasets.real_common import (
+from xaibench.datasets.real.coco import CocoDataset, boxes_mask, rle_counts_from_string, rle_decode
+from xaibench.datasets.real.common import (
     DataRootError,
     LayoutError,
     dataset_env_var,
@@ -35,10 +32,13 @@ from xaibench.datasets.real_common import (
     label_map,
     resize_bilinear,
 )
-from xaibench.datasets.real_suite import REAL_DATASETS, RealSuite
-from xaibench.datasets.saliency_bench import SaliencyBenchDataset
-from xaibench.datasets.voc import VOC_CLASSES, VOC2012SegDataset
-from xaibench.models.imagenet_labels import imagenet_label_names, imagenet_synsets
+from xaibench.datasets.real.human_attention import MAP_KINDS, HumanAttentionDataset, human_map_levels, load_map
+from xaibench.datasets.real.mohseni import MohseniDataset
+from xaibench.datasets.real.pets import PET_BREEDS, OxfordPetsDataset, parse_list
+from xaibench.datasets.real.saliency_bench import SaliencyBenchDataset
+from xaibench.datasets.real.suite import REAL_DATASETS, RealSuite
+from xaibench.datasets.real.voc import VOC_CLASSES, VOC2012SegDataset
+from xaibench.imagenet import imagenet_label_names, imagenet_synsets
 
 SHARED = Path(os.environ.get("XAIBENCH_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 FIXTURES = {
@@ -82,7 +82,7 @@ def _rgb(h: int, w: int, seed: int = 0) -> np.ndarray:
 
 def test_label_map_entries_match_timm_synsets() -> None:
     """Every target index names the synset written next to it (guards against off-by-one indices)."""
-    doc = json.loads((Path(real_common.__file__).parents[1] / "data" / "imagenet_label_map.json").read_text())
+    doc = json.loads(real_common._label_map_path().read_text())
     names, wnids = imagenet_label_names(), imagenet_synsets()
     seen = 0
     for ds, block in doc["datasets"].items():

@@ -17,10 +17,10 @@ import torch
 from scipy.sparse.linalg import spsolve
 
 from xaibench.api import ForwardCounter, MetricInput, Model, Sample
-from xaibench.metrics import faithfulness as fm
-from xaibench.metrics.faithfulness_metrics import FAITHFULNESS_METRICS
-from xaibench.metrics.imputation import NEIGHBOUR_WEIGHTS, linear_imputation, noisy_linear_imputation
-from xaibench.metrics.perturbation import pixel_count, saliency_order
+from xaibench.metrics.faithfulness import formulas as fm
+from xaibench.metrics.faithfulness.imputation import NEIGHBOUR_WEIGHTS, linear_imputation, noisy_linear_imputation
+from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
+from xaibench.metrics.faithfulness.perturbation import pixel_count, saliency_order
 
 METRICS = {cls.name: cls for cls in FAITHFULNESS_METRICS}
 

@@ -36,8 +36,8 @@ import pytest
 import torch
 
 from xaibench.api import ForwardCounter, MetricInput, Model, Sample
-from xaibench.metrics.faithfulness_metrics import FAITHFULNESS_METRICS
-from xaibench.metrics.imputation import linear_imputation
+from xaibench.metrics.faithfulness.imputation import linear_imputation
+from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
 
 quantus = pytest.importorskip("quantus")
 road = pytest.importorskip("pytorch_grad_cam.metrics.road")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from rich.console import Console
 
-from xaibench.ranking.leaderboard import Entry, leaderboard_rows, rank_by_mean, rank_values
-from xaibench.ranking.stats import bootstrap_ci, summarise
-from xaibench.ranking.writers import Leaderboard, print_leaderboard, to_markdown
+from xaibench.publish.leaderboard import Entry, leaderboard_rows, rank_by_mean, rank_values
+from xaibench.publish.writers import Leaderboard, print_leaderboard, to_markdown
+from xaibench.stats import bootstrap_ci, summarise
 
 
 def _e(explainer: str, metric: str, value: float | None, lo: float | None = None, hi: float | None = None,

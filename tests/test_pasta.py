@@ -16,10 +16,10 @@ import torch
 from xaibench import hookimpl
 from xaibench.api import Encoder, MetricInput
 from xaibench.pasta.checkpoint import PROXY_LABEL, load_checkpoint, save_checkpoint
-from xaibench.pasta.data import load_release, load_table, mode_rating, parse_explanation_name
-from xaibench.pasta.evaluation import make_splits, quadratic_weighted_kappa, spearman, to_stars_int
 from xaibench.pasta.network import ScoringNetwork, TrainSettings, pasta_loss, train_network
-from xaibench.render import JET_LUT, concept_sentence, render_overlay, resize_bilinear
+from xaibench.pasta.render import JET_LUT, concept_sentence, render_overlay, resize_bilinear
+from xaibench.pasta.training.data import load_release, load_table, mode_rating, parse_explanation_name
+from xaibench.pasta.training.evaluation import make_splits, quadratic_weighted_kappa, spearman, to_stars_int
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 TABLE = SHARED / "pasta-paper" / "human_ratings_by_technique.csv"
@@ -273,7 +273,7 @@ def test_table_format_loads(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not TABLE.is_file(), reason=f"shared PASTA table not found at {TABLE}")
 def test_shared_table_has_the_resnet50_rows() -> None:
-    from xaibench.pasta.data import SALIENCY_TECHNIQUES, select_rows
+    from xaibench.pasta.training.data import SALIENCY_TECHNIQUES, select_rows
 
     rows, skipped = select_rows(load_table(TABLE), ("ResNet50",), "saliency", SALIENCY_TECHNIQUES)
     assert len(rows) == 13 and not skipped
@@ -354,8 +354,8 @@ def _toy_table(path: Path) -> Path:
 
 
 def test_train_from_table_end_to_end_then_score(toy, tmp_path: Path) -> None:
-    from xaibench.pasta.generate import TrackChoice
-    from xaibench.pasta.train import BranchConfig, EvalConfig, evaluate_checkpoint, train_from_table
+    from xaibench.pasta.training.generate import TrackChoice
+    from xaibench.pasta.training.train import BranchConfig, EvalConfig, evaluate_checkpoint, train_from_table
 
     table = _toy_table(tmp_path / "table.csv")
     config = BranchConfig(
@@ -420,7 +420,7 @@ def test_train_from_table_end_to_end_then_score(toy, tmp_path: Path) -> None:
 
 
 def test_train_from_release_fixture(toy, tmp_path: Path) -> None:
-    from xaibench.pasta.train import EvalConfig, train_from_release
+    from xaibench.pasta.training.train import EvalConfig, train_from_release
 
     _write_release(tmp_path / "rel")
     card = train_from_release(
@@ -580,7 +580,7 @@ class _LinearCBM:
 
 
 def test_concept_explainers_on_a_known_model() -> None:
-    from xaibench.concepts.explainers import ConceptLIME, ConceptLinear, ConceptRISE, ConceptSHAP
+    from xaibench.explainers.concepts import ConceptLIME, ConceptLinear, ConceptRISE, ConceptSHAP
 
     model = _LinearCBM()
     inputs, targets = torch.zeros(1, 3, 4, 4), torch.tensor([0])
@@ -602,7 +602,7 @@ def test_concept_explainers_on_a_known_model() -> None:
 
 
 def test_shapes_concept_labels_follow_the_generator() -> None:
-    from xaibench.concepts.attributes import CONCEPTS, SHAPE_CONCEPTS, concept_labels
+    from xaibench.datasets.shape_concepts import CONCEPTS, SHAPE_CONCEPTS, concept_labels
     from xaibench.datasets.shapes import ShapesDataset
 
     for sample in ShapesDataset(n=8).samples():
@@ -619,10 +619,10 @@ def test_shapes_concept_labels_follow_the_generator() -> None:
 
 def test_shapes_cbm_plumbing_with_a_tiny_training(tmp_path: Path) -> None:
     """A CBM trained for one short epoch: cached on disk, concept explainers give a weight per concept."""
-    from xaibench.concepts.attributes import CONCEPTS
-    from xaibench.concepts.cbm import CBMTrainConfig, ShapesCBM
-    from xaibench.concepts.explainers import CONCEPT_EXPLAINERS
+    from xaibench.datasets.shape_concepts import CONCEPTS
     from xaibench.datasets.shapes import ShapesDataset
+    from xaibench.explainers.concepts import CONCEPT_EXPLAINERS
+    from xaibench.models.shapes_cbm import CBMTrainConfig, ShapesCBM
 
     config = CBMTrainConfig(n_train=32, epochs=1, batch_size=16, widths=(8, 8, 8, 8))
     model = ShapesCBM(cache_dir=tmp_path, train_config=config)

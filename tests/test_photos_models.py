@@ -17,8 +17,8 @@ from PIL import Image
 
 from xaibench.datasets import photos as photos_mod
 from xaibench.datasets.photos import PHOTOS, PhotosDataset, package_dir
+from xaibench.imagenet import imagenet_label_names, imagenet_synsets
 from xaibench.models.efficientnet_lite import EfficientNetLite0, file_sha256, packaged_weights_path
-from xaibench.models.imagenet_labels import imagenet_label_names, imagenet_synsets
 from xaibench.models.timm_model import TimmModel, WeightsUnavailableError, state_dict_digest
 
 CAT_CLASSES = {281, 282, 283, 284, 285}  # tabby, tiger cat, Persian, Siamese, Egyptian cat

@@ -109,7 +109,7 @@ def test_name_collision_is_an_error_naming_both_sources(site: Path) -> None:
     with pytest.raises(manager.RegistrationError) as err:
         registry.entry("explainer", "gradient")
     message = str(err.value)
-    assert "xaibench.builtin.explainers" in message and "'clash'" in message and "xb-clash 3.1.0" in message
+    assert "xaibench.explainers.plugin" in message and "'clash'" in message and "xb-clash 3.1.0" in message
 
 
 def test_unknown_names_suggest_close_matches() -> None:

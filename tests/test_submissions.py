@@ -16,11 +16,11 @@ from click.testing import CliRunner
 from xaibench.api import Explainer, TrackSpec
 from xaibench.cli import cli
 from xaibench.plugins import manager
-from xaibench.ranking.distributions import histogram, mean_curve
-from xaibench.ranking.writers import build_leaderboard
+from xaibench.publish.submission import load_submission, load_submissions
+from xaibench.publish.validation import submission_schema, validate_file, validate_text
+from xaibench.publish.writers import build_leaderboard
+from xaibench.runner.distributions import histogram, mean_curve
 from xaibench.site import build_site
-from xaibench.submission import load_submission, load_submissions
-from xaibench.validation import submission_schema, validate_file, validate_text
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "submissions"
@@ -280,9 +280,9 @@ class _FailsOnFirst(Explainer):
 
 
 def test_examples_concept_sentences_and_failed_samples_are_not_retried(tmp_path: Path) -> None:
-    from xaibench.examples import save_examples
+    from xaibench.pasta.render import concept_sentence
     from xaibench.plugins.manager import get_registry
-    from xaibench.render import concept_sentence
+    from xaibench.publish.examples import save_examples
     from xaibench.runner.track import load_track
 
     track = load_track(TrackSpec(name="shapes", dataset="shapes", model="shapes-cnn"), get_registry(), limit=3)
@@ -308,7 +308,7 @@ def test_examples_concept_sentences_and_failed_samples_are_not_retried(tmp_path:
     ]
     from PIL import Image
 
-    from xaibench.render import render_overlay
+    from xaibench.pasta.render import render_overlay
 
     shown = np.asarray(Image.open(tmp_path / entries[1]["png"]))
     assert np.array_equal(shown, render_overlay(track.samples[1].image, have["shapes-test-0001"]))

@@ -147,7 +147,7 @@ class Model(Component):
 
     def preprocess(self, images: Sequence[np.ndarray]) -> Any:
         """Resize (squash, bilinear) to ``input_size`` and normalise; returns a tensor."""
-        from xaibench.models.preprocess import to_model_input
+        from xaibench.imaging import to_model_input
 
         return to_model_input(images, self.input_size, self.mean, self.std)
 

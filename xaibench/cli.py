@@ -13,7 +13,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from xaibench.plugins.manager import KIND_BASES, XaibenchError, get_registry
+from xaibench.errors import XaibenchError
+from xaibench.plugins.manager import KIND_BASES, get_registry
 
 console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "160")))
 LIST_KINDS = ("explainers", "datasets", "models", "metrics", "suites", "encoders", "plugins")
@@ -255,7 +256,7 @@ def score(
     dataset: str, explanations: Path, model: str | None, metrics: tuple[str, ...], seed: int, as_json: bool
 ) -> None:
     """Score precomputed saliency maps without writing a plugin."""
-    from xaibench.scoring import score_folder
+    from xaibench.runner.score import score_folder
 
     result = score_folder(get_registry(), dataset, explanations, model, _split(metrics) or None, seed)
     if as_json:
@@ -303,8 +304,8 @@ def leaderboard_build(submissions_dir: Path, out_dir: Path, site_dir: Path | Non
 
 def publish(submissions_dir: Path, out_dir: Path, site_dir: Path | None, *, with_site: bool) -> None:
     """Validate the submissions, write the leaderboard files (and site) and print the ranking."""
-    from xaibench.ranking.writers import build_leaderboard, print_leaderboard, write_leaderboard
-    from xaibench.validation import require_valid, submission_files
+    from xaibench.publish.validation import require_valid, submission_files
+    from xaibench.publish.writers import build_leaderboard, print_leaderboard, write_leaderboard
 
     require_valid(submission_files([submissions_dir]))
     board = build_leaderboard(submissions_dir)
@@ -331,7 +332,7 @@ def submission_validate(paths: tuple[Path, ...]) -> None:
 
     Prints FILE:LINE:COLUMN: problem (at /json/pointer) for each problem; exits 1 if any.
     """
-    from xaibench.validation import submission_files, validate_file
+    from xaibench.publish.validation import submission_files, validate_file
 
     files = submission_files(paths)
     issues = [i for f in files for i in validate_file(f)]
@@ -345,7 +346,7 @@ def submission_validate(paths: tuple[Path, ...]) -> None:
         sys.exit(1)
 
 
-from xaibench.pasta.cli import pasta  # noqa: E402 - the PASTA command group lives with its package
+from xaibench.pasta.training.cli import pasta  # noqa: E402 - the PASTA command group lives with its package
 
 cli.add_command(pasta)
 

@@ -150,7 +150,7 @@ class FolderDataset(Dataset):
         names: tuple[str, ...] | None
         imagenet = isinstance(label_names, str) and label_names.strip().lower() == "imagenet"
         if imagenet:
-            from xaibench.models.imagenet_labels import imagenet_label_names
+            from xaibench.imagenet import imagenet_label_names
 
             names = imagenet_label_names()
         elif isinstance(label_names, str):

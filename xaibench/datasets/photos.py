@@ -33,7 +33,7 @@ import numpy as np
 
 from xaibench.api import Dataset, GroundTruth, Sample
 from xaibench.datasets.io import digest_files, read_rgb
-from xaibench.models.imagenet_labels import imagenet_label_names
+from xaibench.imagenet import imagenet_label_names
 
 __all__ = ["PHOTOS", "PhotoSpec", "PhotosDataset", "package_dir", "polygon_mask"]
 

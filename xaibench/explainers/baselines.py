@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from xaibench.api import ExplainContext, Explainer, Model
-from xaibench.seeding import rng_for
+from xaibench.seeds import rng_for
 
 
 def _sample_ids(inputs: torch.Tensor, context: ExplainContext | None) -> list[str]:

@@ -55,7 +55,7 @@ def _as_batch(array: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
 
 def resize_bilinear(maps: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """Resize ``(n, h, w)`` maps to ``shape = (H, W)``: bilinear, ``align_corners=False``,
-    antialiased when shrinking (the convention of ``xaibench.models.preprocess``, so a
+    antialiased when shrinking (the convention of ``xaibench.imaging``, so a
     squash-resized input maps back onto the native image pixel for pixel)."""
     maps = np.asarray(maps, dtype=np.float32)
     if tuple(maps.shape[-2:]) == tuple(shape):

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from xaibench.api import Model
-from xaibench.models.imagenet_labels import imagenet_label_names
+from xaibench.imagenet import imagenet_label_names
 
 __all__ = ["EfficientNetLite0", "file_sha256", "packaged_weights_path"]
 

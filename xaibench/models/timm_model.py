@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from xaibench.api import Model
-from xaibench.plugins.manager import XaibenchError
+from xaibench.errors import XaibenchError
 
 __all__ = ["TimmModel", "WeightsUnavailableError", "hf_hub_offline", "state_dict_digest"]
 

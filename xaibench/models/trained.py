@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from xaibench.runner.atomic import write_bytes_atomic
+from xaibench.files import write_bytes_atomic
 
 
 def default_cache_dir() -> Path:

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
+from xaibench.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from xaibench.pasta.network import QUESTIONS, ScoringNetwork
-from xaibench.runner.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 
 __all__ = [
     "DEFAULT_CHECKPOINT",

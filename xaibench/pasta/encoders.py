@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from xaibench.api import Encoder
+from xaibench.files import write_bytes_atomic
 from xaibench.models.trained import default_cache_dir
-from xaibench.runner.atomic import write_bytes_atomic
 
 __all__ = [
     "ENCODERS",

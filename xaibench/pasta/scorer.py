@@ -18,7 +18,7 @@ from xaibench.api import Encoder, MetricInput
 from xaibench.pasta.checkpoint import Checkpoint, load_checkpoint, resolve_checkpoint
 from xaibench.pasta.encoders import ENCODERS, EmbeddingCache, embed_images, embed_texts
 from xaibench.pasta.network import QUESTIONS
-from xaibench.render import concept_sentence, render_id, render_overlays
+from xaibench.pasta.render import concept_sentence, render_id, render_overlays
 
 __all__ = ["PastaScorer", "ScoredBatch", "get_scorer", "make_encoder"]
 
@@ -119,7 +119,7 @@ class PastaScorer:
         if kind == "saliency":
             if batch.saliency is None or batch.inputs is None or batch.model is None:
                 return ScoredBatch(nan, ["PASTA needs the saliency maps, the model inputs and the model"] * n)
-            from xaibench.models.preprocess import from_model_input
+            from xaibench.imaging import from_model_input
 
             x = from_model_input(batch.inputs[ok], batch.model.mean, batch.model.std).clamp(0.0, 1.0)
             images01 = x.permute(0, 2, 3, 1).detach().cpu().numpy()

@@ -31,18 +31,17 @@ from xaibench.api import (
     Model,
     Suite,
 )
+from xaibench.errors import RegistrationError, UnknownComponentError, XaibenchError
 from xaibench.plugins import hookspecs
 
 ENTRY_POINT_GROUP = "xaibench"
 DEFAULT_PLUGINS: tuple[str, ...] = (
-    "xaibench.builtin.datasets",
-    "xaibench.builtin.models",
-    "xaibench.builtin.explainers",
-    "xaibench.builtin.alignment",
-    "xaibench.builtin.faithfulness",
-    "xaibench.builtin.suites",
-    "xaibench.builtin.perceptual",
-    "xaibench.builtin.concepts",
+    "xaibench.datasets.plugin",
+    "xaibench.models.plugin",
+    "xaibench.explainers.plugin",
+    "xaibench.metrics.plugin",
+    "xaibench.pasta.plugin",
+    "xaibench.suites",
 )
 KIND_BASES: dict[str, type[Component]] = {
     "explainer": Explainer,
@@ -55,19 +54,6 @@ KIND_BASES: dict[str, type[Component]] = {
 VALID_FAMILIES = ("alignment", "faithfulness", "perceptual", "other")
 
 C = TypeVar("C", bound=Component)
-
-
-class XaibenchError(Exception):
-    """An error with a one-line message meant for the user."""
-
-
-class UnknownComponentError(XaibenchError, KeyError):
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
-
-
-class RegistrationError(XaibenchError):
-    pass
 
 
 @dataclass

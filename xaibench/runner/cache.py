@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from xaibench.runner.atomic import write_bytes_atomic
+from xaibench.files import write_bytes_atomic
 
 
 def digest(obj: Any) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 from xaibench.api import Explainer, Metric, MetricInput, MetricOutput
 from xaibench.runner.cache import digest
 from xaibench.runner.track import TrackContext
-from xaibench.seeding import derive_seed
+from xaibench.seeds import derive_seed
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from xaibench.api import ExplainContext, Explainer
 from xaibench.runner.cache import ExplanationCache, explanation_key
 from xaibench.runner.guard import call_with_limit, check_concepts, check_saliency
 from xaibench.runner.track import TrackContext
-from xaibench.seeding import derive_seed
+from xaibench.seeds import derive_seed
 
 
 @dataclass

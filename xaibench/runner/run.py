@@ -17,16 +17,17 @@ import torch
 
 from xaibench import __version__
 from xaibench.api import Explainer, Metric, TrackSpec
-from xaibench.plugins.manager import Registry, XaibenchError
-from xaibench.ranking.distributions import distribution_summary
-from xaibench.ranking.stats import summarise
-from xaibench.runner.atomic import write_json_atomic
+from xaibench.errors import XaibenchError
+from xaibench.files import write_json_atomic
+from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import ExplanationCache, digest
+from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.evaluate import RecordKeyer, metric_record, score_track
 from xaibench.runner.explain import explain_track
 from xaibench.runner.progress import Progress
 from xaibench.runner.store import RECORD_SCHEMA, RecordStore
 from xaibench.runner.track import TrackContext, load_track
+from xaibench.stats import summarise
 
 SUMMARY_SCHEMA = "xaibench.summary/1"
 # `--explainer default`: the built-in baselines plus GradCAM when its plugin is installed.
@@ -147,7 +148,7 @@ def run(config: RunConfig, registry: Registry) -> dict[str, Any]:
     config.workdir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(config.workdir / "summary.json", summary)
     if config.submissions_dir is not None:
-        from xaibench.submission import write_submissions
+        from xaibench.publish.submission import write_submissions
 
         summary["submissions"] = [str(p) for p in write_submissions(summary, registry, config.submissions_dir)]
     return summary
@@ -271,7 +272,7 @@ def run_explainer(
         "metrics": metric_summaries,
     }
     if config.submissions_dir is not None and config.examples > 0:
-        from xaibench.examples import save_examples
+        from xaibench.publish.examples import save_examples
 
         out["examples"] = save_examples(
             track,

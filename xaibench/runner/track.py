@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from xaibench.api import Dataset, ForwardCounter, Model, Sample, TrackSpec
-from xaibench.plugins.manager import Registry, XaibenchError
+from xaibench.errors import XaibenchError
+from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import image_digest
 
 

@@ -34,9 +34,12 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from xaibench import __version__
-from xaibench.plugins.manager import Registry, XaibenchError
-from xaibench.ranking.leaderboard import FAMILIES
-from xaibench.ranking.writers import (
+from xaibench.errors import XaibenchError
+from xaibench.plugins.manager import Registry
+from xaibench.publish.leaderboard import FAMILIES
+from xaibench.publish.submission import load_submissions
+from xaibench.publish.validation import PNG_SIGNATURE, require_valid
+from xaibench.publish.writers import (
     DIRECTION_WORDS,
     LEADERBOARD_SCHEMA,
     Leaderboard,
@@ -46,8 +49,6 @@ from xaibench.ranking.writers import (
 )
 from xaibench.site import charts
 from xaibench.site.correlations import PERCEPTUAL_REFERENCE, correlation_matrix, oriented, pair_rho
-from xaibench.submission import load_submissions
-from xaibench.validation import PNG_SIGNATURE, require_valid
 
 HERE = Path(__file__).resolve().parent
 MARKER = ".xaibench-site"

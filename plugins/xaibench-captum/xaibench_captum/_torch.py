@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from xaibench.api import ExplainContext, Model
-from xaibench.seeding import derive_seed
+from xaibench.seeds import derive_seed
 
 REDUCTIONS = ("sum", "abs_sum", "max_abs")
 BASELINES = ("zero", "black")

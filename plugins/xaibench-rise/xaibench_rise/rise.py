@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from xaibench.api import ExplainContext, Explainer, Model
 from xaibench.params import Param, check_params
-from xaibench.seeding import derive_seed
+from xaibench.seeds import derive_seed
 
 
 def forward_batch(size: int) -> int:

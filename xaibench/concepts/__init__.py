@@ -1,1 +1,0 @@
-"""Concept explanations: the ``shapes-cbm`` concept-bottleneck model and concept explainers."""

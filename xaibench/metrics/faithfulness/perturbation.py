@@ -1,0 +1,156 @@
+"""Pixel orders, removal masks and perturbed images for the faithfulness metrics.
+
+Conventions (DESIGN 3; documented in ``docs/metrics.md``):
+
+- **Orders.** Pixels are ordered by the signed saliency value (a negative value
+  is less salient than zero), ties broken by raster pixel index (lower index
+  first) in both directions: ``descending`` = most salient first,
+  ``ascending`` = least salient first.
+- **Counts.** "The first f of the pixels" is ``floor(f * n)`` pixels, computed
+  in exact integer arithmetic (Quantus' convention).
+- **Spaces.** Images are ``(C, H, W)`` tensors in the model's normalised input
+  space. ``zeros``: 0 in normalised space (the dataset mean; the deletion
+  baseline). ``black``: pixel value 0, i.e. ``-mean / std`` per channel.
+  ``uniform``: U(0, 1) in pixel space, then normalised. ``gaussian``: N(0, 1)
+  in normalised space. ``road``: noisy linear imputation in normalised space.
+- **Noise.** Every random field is drawn from a generator seeded by
+  ``(seed, sample id, purpose)`` (:func:`sample_rng`), so a sample's result does
+  not depend on the batch it is in. One field per (sample, perturbation) serves
+  every step and both orders: the replacement value of a pixel does not change
+  from one step to the next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+from scipy.ndimage import gaussian_filter
+
+from xaibench.metrics.faithfulness.imputation import noisy_linear_imputation
+
+Order = Literal["descending", "ascending"]
+Perturbation = Literal["road", "black", "uniform", "gaussian"]
+PERTURBATIONS: tuple[Perturbation, ...] = ("road", "black", "uniform", "gaussian")
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
+def sample_rng(seed: int, sample_id: str, purpose: str) -> np.random.Generator:
+    """A generator determined by the run seed, the sample id and a purpose label."""
+    digest = hashlib.sha256(f"{sample_id}\x00{purpose}".encode()).digest()
+    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+    return np.random.default_rng(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *words]))
+
+
+# ----------------------------------------------------------------------------- orders and counts
+
+
+def saliency_order(saliency: np.ndarray, order: Order) -> np.ndarray:
+    """Raster pixel indices of each ``(B, H, W)`` map in ``order`` (``(B, H*W)`` int64).
+
+    Ties are broken by pixel index (lower first) in both orders. Raises
+    ``ValueError`` on NaN or infinite values.
+    """
+    flat = np.asarray(saliency, dtype=np.float64).reshape(saliency.shape[0], -1)
+    if not np.isfinite(flat).all():
+        raise ValueError("saliency map contains NaN or infinite values")
+    key = -flat if order == "descending" else flat
+    return np.argsort(key, axis=1, kind="stable")
+
+
+def pixel_count(numerator: int | np.ndarray, denominator: int, n: int) -> np.ndarray:
+    """``floor(numerator / denominator * n)`` in exact integer arithmetic (int64).
+
+    The floor is Quantus' convention (``int(n * p / 100)``); with it our ROAD
+    curves equal Quantus' at any image size, not only when 100 divides n.
+    """
+    num = np.asarray(numerator, dtype=np.int64)
+    return (num * n) // denominator
+
+
+def first_k_masks(order: np.ndarray, counts: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """``(K, H, W)`` bool masks: mask k holds the first ``counts[k]`` pixels of ``order``."""
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return (rank[None, :] < np.asarray(counts)[:, None]).reshape(len(counts), *shape)
+
+
+# ----------------------------------------------------------------------------- fills
+
+
+def channel_constant(value_pixel: float, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    """``(C, 1, 1)`` normalised value of a constant pixel-space value."""
+    m = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(-1, 1, 1)
+    return (value_pixel - m) / s
+
+
+def noise_field(
+    perturbation: Perturbation,
+    shape: tuple[int, int, int],
+    rng: np.random.Generator,
+    mean: Sequence[float],
+    std: Sequence[float],
+) -> torch.Tensor | None:
+    """The random field a perturbation needs, ``(C, H, W)`` float32, or None.
+
+    ``uniform``: U(0, 1) pixel values already normalised; ``gaussian``: N(0, 1)
+    values (normalised space); ``road``: standard-normal noise, scaled by the
+    imputation's sigma later; ``black``: None.
+    """
+    if perturbation == "black":
+        return None
+    if perturbation == "uniform":
+        pixels = torch.from_numpy(rng.random(shape, dtype=np.float32))
+        m = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1)
+        s = torch.tensor(std, dtype=torch.float32).view(-1, 1, 1)
+        return (pixels - m) / s
+    if perturbation in ("gaussian", "road"):
+        return torch.from_numpy(rng.standard_normal(shape, dtype=np.float32))
+    raise ValueError(f"unknown perturbation {perturbation!r}; known: {', '.join(PERTURBATIONS)}")
+
+
+def replace(image: torch.Tensor, masks: np.ndarray, fill: torch.Tensor) -> torch.Tensor:
+    """``(K, C, H, W)``: ``image`` with the pixels of each ``(K, H, W)`` mask taken from ``fill``."""
+    m = torch.from_numpy(np.ascontiguousarray(masks))[:, None]
+    return torch.where(m, fill.to(image.dtype).expand_as(image)[None], image[None])
+
+
+def perturb(
+    image: torch.Tensor,
+    masks: np.ndarray,
+    perturbation: Perturbation,
+    field: torch.Tensor | None,
+    *,
+    mean: Sequence[float],
+    std: Sequence[float],
+    road_noise: float = 0.01,
+) -> torch.Tensor:
+    """Perturb the masked pixels of one normalised ``(C, H, W)`` image for every mask.
+
+    ``field`` comes from :func:`noise_field` (ignored for ``black``). Returns
+    ``(K, C, H, W)`` float32.
+    """
+    if perturbation == "black":
+        return replace(image, masks, channel_constant(0.0, mean, std))
+    if field is None:
+        raise ValueError(f"perturbation {perturbation!r} needs a noise field")
+    if perturbation in ("uniform", "gaussian"):
+        return replace(image, masks, field)
+    if perturbation == "road":
+        out = noisy_linear_imputation(image.detach().cpu().numpy(), masks, field.numpy()[None], noise_std=road_noise)
+        return torch.from_numpy(out)
+    raise ValueError(f"unknown perturbation {perturbation!r}; known: {', '.join(PERTURBATIONS)}")
+
+
+def blurred(image: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Gaussian blur of a ``(C, H, W)`` image over H and W (sigma in pixels, scipy
+    ``gaussian_filter`` with mode ``reflect`` and truncation at 4 sigma)."""
+    arr = image.detach().cpu().numpy().astype(np.float64)
+    out = gaussian_filter(arr, sigma=(0.0, float(sigma), float(sigma)), mode="reflect", truncate=4.0)
+    return torch.from_numpy(out.astype(np.float32))

@@ -1,0 +1,123 @@
+"""Submission files: one JSON per explainer with per-track summaries and provenance.
+
+The leaderboard is built only from these files (data, never code). Schema
+``xaibench.submission/1`` is documented in docs/results.md and published as JSON Schema in
+docs/submission.schema.json (the package's copy: ``xaibench/data/submission.schema.json``);
+``xaibench submission validate`` checks a file against it (:mod:`xaibench.publish.validation`).
+
+The disclosure is never silently lost: rewriting a submission keeps the submitter's
+``notes`` and a ``true`` ``tuned_on_benchmark``/``reference_only`` from the earlier file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from xaibench.errors import XaibenchError
+from xaibench.files import write_json_atomic
+from xaibench.plugins.manager import Registry
+
+SUBMISSION_SCHEMA = "xaibench.submission/1"
+SUPPORTED_SCHEMAS = (SUBMISSION_SCHEMA,)
+
+
+def submission_filename(explainer: str, params_digest: str, default_params: bool) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", explainer)
+    return f"{safe}.json" if default_params else f"{safe}@{params_digest}.json"
+
+
+def build_submission(summary: dict[str, Any], explainer: str, previous: dict[str, Any] | None) -> dict[str, Any]:
+    tracks: dict[str, Any] = dict(previous.get("tracks", {})) if previous else {}
+    block: dict[str, Any] | None = None
+    for track_name, track in summary["tracks"].items():
+        if "explainers" not in track or explainer not in track["explainers"]:
+            continue
+        entry = track["explainers"][explainer]
+        block = entry["explainer"]
+        tracks[track_name] = {
+            "provenance": track["provenance"],
+            "explained": entry["explained"],
+            "explain_seconds": entry["explain_seconds"],
+            "metrics": entry["metrics"],
+        }
+        if "examples" in entry:
+            tracks[track_name]["examples"] = entry["examples"]
+    if block is None:
+        raise KeyError(explainer)
+    run = summary["run"]
+    earlier = previous.get("disclosure") if previous else None
+    earlier = earlier if isinstance(earlier, dict) else {}
+    return {
+        "schema": SUBMISSION_SCHEMA,
+        "explainer": block,
+        "disclosure": {
+            "tuned_on_benchmark": bool(block.get("tuned_on_benchmark", False) or earlier.get("tuned_on_benchmark")),
+            "reference_only": bool(block.get("reference_only", False) or earlier.get("reference_only")),
+            "notes": str(earlier.get("notes", "") or ""),
+        },
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "environment": {k: run[k] for k in ("xaibench", "python", "torch", "platform", "machine") if k in run},
+        "run": {k: run[k] for k in ("started", "limit", "torch_threads") if k in run},
+        "plugins": run.get("plugins", []),
+        "seed": run.get("seed"),
+        "suite": run.get("suite"),
+        "tracks": tracks,
+    }
+
+
+def write_submissions(summary: dict[str, Any], registry: Registry, folder: Path) -> list[Path]:
+    """Write or update one submission per explainer of the run (tracks of earlier runs are kept)."""
+    written: list[Path] = []
+    names = sorted({e for t in summary["tracks"].values() for e in t.get("explainers", {})})
+    for name in names:
+        cls = registry.entry("explainer", name).cls
+        block = next(
+            t["explainers"][name]["explainer"] for t in summary["tracks"].values() if name in t.get("explainers", {})
+        )
+        default = block["params"] == dict(cls.default_params)
+        path = folder / submission_filename(name, block["params_digest"], default)
+        previous = None
+        if path.exists():
+            try:
+                previous = load_submission(path)
+            except XaibenchError:
+                previous = None
+            if previous and (
+                previous["explainer"].get("params") != block["params"]
+                or previous.get("seed") != summary["run"].get("seed")
+            ):
+                previous = {"disclosure": previous.get("disclosure", {})}  # other results: keep only the disclosure
+        write_json_atomic(path, build_submission(summary, name, previous))
+        written.append(path)
+    return written
+
+
+def load_submission(path: Path) -> dict[str, Any]:
+    """Read and check a submission file; errors name the file and the problem."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise XaibenchError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from exc
+    except OSError as exc:
+        raise XaibenchError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not isinstance(data, dict):
+        raise XaibenchError(f"{path}: a submission is a JSON object")
+    schema = data.get("schema")
+    if schema not in SUPPORTED_SCHEMAS:
+        raise XaibenchError(f"{path}: unsupported schema {schema!r}; supported: {', '.join(SUPPORTED_SCHEMAS)}")
+    for field in ("explainer", "tracks"):
+        if not isinstance(data.get(field), dict):
+            raise XaibenchError(f"{path}: missing or invalid field {field!r}")
+    if not isinstance(data["explainer"].get("name"), str):
+        raise XaibenchError(f"{path}: explainer.name must be a string")
+    return data
+
+
+def load_submissions(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
+    if not folder.is_dir():
+        raise XaibenchError(f"{folder}: no such submissions folder")
+    return [(p, load_submission(p)) for p in sorted(folder.glob("*.json"))]

@@ -1,0 +1,289 @@
+"""Line-precise validation of submission files against ``xaibench.submission/1``.
+
+Three layers, every finding reported as ``FILE:LINE:COLUMN: message (at /json/pointer)``:
+
+1. JSON syntax (the decoder's line and column), plus what Python's decoder lets through but
+   JSON forbids (``NaN``, ``Infinity``) and duplicate keys (the last one would silently win).
+2. The JSON Schema (``xaibench/data/submission.schema.json``, published as
+   ``docs/submission.schema.json``), checked with ``jsonschema``. Each error's JSON pointer is
+   mapped to the line of the offending key (for a missing key: the line of the object that
+   lacks it) by a small scanner that records where every key and array item starts.
+3. Consistency the schema cannot express: interval order, counts, histogram and curve
+   shapes, disclosure vs the explainer's own flags, and, for a file on disk, that each example
+   overlay exists under ``assets/``, is a PNG and has the recorded sha256.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import Any
+
+from xaibench.errors import XaibenchError
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_WS = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"-?Infinity|NaN|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+_MAX_MESSAGE = 240
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One finding: where (file, 1-based line and column, JSON pointer) and what."""
+
+    file: str
+    line: int
+    column: int
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f" (at {self.pointer})" if self.pointer else ""
+        return f"{self.file}:{self.line}:{self.column}: {self.message}{where}"
+
+
+@lru_cache(maxsize=1)
+def submission_schema() -> dict[str, Any]:
+    """The JSON Schema of ``xaibench.submission/1`` (shipped as package data)."""
+    text = resources.files("xaibench").joinpath("data/submission.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def pointer(parts: Iterable[Any]) -> str:
+    """RFC 6901 JSON pointer of a path (``~`` -> ``~0``, ``/`` -> ``~1``); the root is ``""``."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+class _Locator:
+    """Offsets of every key (object members) and item (array elements) of a JSON text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.positions: dict[str, int] = {"": _WS.match(text, 0).end()}  # type: ignore[union-attr]
+        self.findings: list[tuple[int, str, str]] = []  # offset, pointer, message
+        self._value(0, "")
+
+    def _ws(self, i: int) -> int:
+        return _WS.match(self.text, i).end()  # type: ignore[union-attr]
+
+    def _value(self, i: int, ptr: str) -> int:
+        text = self.text
+        i = self._ws(i)
+        c = text[i]
+        if c == "{":
+            i = self._ws(i + 1)
+            if text[i] == "}":
+                return i + 1
+            seen: set[str] = set()
+            while True:
+                i = self._ws(i)
+                at = i
+                key, i = scanstring(text, i + 1)
+                child = ptr + pointer([key])
+                if key in seen:
+                    self.findings.append((at, child, f"duplicate key {key!r} (the last one would win)"))
+                seen.add(key)
+                self.positions[child] = at
+                i = self._value(self._ws(i) + 1, child)  # skip the colon
+                i = self._ws(i)
+                if text[i] == "}":
+                    return i + 1
+                i += 1  # the comma
+        if c == "[":
+            i = self._ws(i + 1)
+            if text[i] == "]":
+                return i + 1
+            k = 0
+            while True:
+                i = self._ws(i)
+                child = f"{ptr}/{k}"
+                self.positions[child] = i
+                i = self._ws(self._value(i, child))
+                if text[i] == "]":
+                    return i + 1
+                i += 1
+                k += 1
+        if c == '"':
+            return scanstring(text, i + 1)[1]
+        match = _SCALAR.match(text, i)
+        if match is None:  # cannot happen after json.loads accepted the text
+            raise ValueError(f"unexpected character {c!r} at offset {i}")
+        if match.group(0).lstrip("-") in ("NaN", "Infinity"):
+            self.findings.append((i, ptr, f"{match.group(0)} is not valid JSON; write null for a missing value"))
+        return match.end()
+
+
+class _Lines:
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
+
+    def __call__(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.starts, offset)
+        return line, offset - self.starts[line - 1] + 1
+
+
+def validate_text(text: str, file: str = "<submission>", folder: Path | None = None) -> list[Issue]:
+    """Every problem of a submission's text, sorted by position; ``[]`` when it is valid.
+
+    ``folder`` (the submission's folder) enables the checks of example overlay files.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return [Issue(file, exc.lineno, exc.colno, "", f"invalid JSON: {exc.msg}")]
+    locator = _Locator(text)
+    lines = _Lines(text)
+
+    def issue(ptr: str, message: str, offset: int | None = None) -> Issue:
+        at = offset if offset is not None else _nearest(locator.positions, ptr)
+        line, column = lines(at)
+        if len(message) > _MAX_MESSAGE:
+            message = message[: _MAX_MESSAGE - 3] + "..."
+        return Issue(file, line, column, ptr, message)
+
+    issues = [issue(ptr, msg, at) for at, ptr, msg in locator.findings]
+    issues += [issue(ptr, msg) for ptr, msg in schema_errors(data)]
+    if not any(i.message.startswith("schema:") for i in issues):
+        issues += [issue(ptr, msg) for ptr, msg in consistency_errors(data, folder)]
+    return sorted(issues, key=lambda i: (i.line, i.column, i.message))
+
+
+def _nearest(positions: dict[str, int], ptr: str) -> int:
+    while ptr not in positions:
+        ptr = ptr.rsplit("/", 1)[0] if "/" in ptr else ""
+    return positions[ptr]
+
+
+def schema_errors(data: Any) -> Iterator[tuple[str, str]]:
+    """``(pointer, message)`` of every JSON Schema violation (messages start with ``schema:``)."""
+    import jsonschema
+
+    validator_cls = jsonschema.validators.validator_for(submission_schema())
+    validator = validator_cls(submission_schema(), format_checker=validator_cls.FORMAT_CHECKER)
+    for error in validator.iter_errors(data):
+        ptr = pointer(error.absolute_path)
+        if error.validator == "required" or error.validator == "dependentRequired":
+            yield ptr, f"schema: {error.message}"
+        elif error.validator in ("enum", "const", "type", "pattern", "minimum", "minLength", "format"):
+            yield ptr, f"schema: {_short_repr(error.instance)} is not allowed here: {_constraint(error)}"
+        else:
+            yield ptr, f"schema: {error.message}"
+
+
+def _short_repr(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, dict | list) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _constraint(error: Any) -> str:
+    v, expected = error.validator, error.validator_value
+    if v == "type":
+        return f"expected type {' or '.join(expected) if isinstance(expected, list) else expected}"
+    if v == "enum":
+        return "expected one of " + ", ".join(json.dumps(x) for x in expected)
+    return f"{v} {json.dumps(expected)}"
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def consistency_errors(data: dict[str, Any], folder: Path | None = None) -> Iterator[tuple[str, str]]:
+    """Checks across fields (run after the schema passed)."""
+    explainer, disclosure = data["explainer"], data["disclosure"]
+    for flag in ("tuned_on_benchmark", "reference_only"):
+        if explainer.get(flag) is True and disclosure.get(flag) is False:
+            yield f"/disclosure/{flag}", f"the explainer declares {flag} = true, the disclosure says false"
+    for track_name, track in data["tracks"].items():
+        base = pointer(["tracks", track_name])
+        n_samples = track["provenance"]["n_samples"]
+        for metric_id, m in track["metrics"].items():
+            yield from _metric_errors(f"{base}/metrics{pointer([metric_id])}", m, n_samples)
+        for k, example in enumerate(track.get("examples", [])):
+            if "png" in example and folder is not None:
+                yield from _asset_errors(f"{base}/examples/{k}/png", example, folder)
+
+
+def _metric_errors(ptr: str, m: dict[str, Any], n_samples: int) -> Iterator[tuple[str, str]]:
+    mean, low, high, n = _num(m["mean"]), _num(m.get("ci_low")), _num(m.get("ci_high")), m["n"]
+    if (mean is None) != (n == 0):
+        yield f"{ptr}/mean", f"mean is {'missing' if mean is None else 'set'} but n = {n}"
+    if n + m["n_na"] != n_samples:
+        yield f"{ptr}/n", f"n + n_na = {n + m['n_na']} but the track has n_samples = {n_samples}"
+    if mean is not None and low is not None and high is not None:
+        tol = 1e-9 * max(1.0, abs(mean))
+        if not low - tol <= mean <= high + tol:
+            yield f"{ptr}/ci_low", f"interval [{low}, {high}] does not contain the mean {mean}"
+    hist = m.get("histogram")
+    if hist is not None:
+        edges, counts = hist["edges"], hist["counts"]
+        if len(edges) != len(counts) + 1:
+            yield f"{ptr}/histogram/edges", f"{len(edges)} edges for {len(counts)} bins (need bins + 1)"
+        elif any(b <= a for a, b in itertools.pairwise(edges)):
+            yield f"{ptr}/histogram/edges", "edges must increase"
+        if sum(counts) != n:
+            yield f"{ptr}/histogram/counts", f"counts add up to {sum(counts)} but n = {n}"
+    curve = m.get("curve")
+    if curve is not None:
+        size = len(curve["fraction"])
+        for key in ("mean", "q25", "q75"):
+            if key in curve and len(curve[key]) != size:
+                yield f"{ptr}/curve/{key}", f"{len(curve[key])} points but fraction has {size}"
+
+
+def _asset_errors(ptr: str, example: dict[str, Any], folder: Path) -> Iterator[tuple[str, str]]:
+    root = folder.resolve()
+    path = (root / example["png"]).resolve()
+    if not path.is_relative_to(root / "assets"):
+        yield ptr, "the overlay must lie under the submissions folder's assets/"
+        return
+    try:
+        data = path.read_bytes()
+    except OSError:
+        yield ptr, f"overlay file not found: {path}"
+        return
+    if not data.startswith(PNG_SIGNATURE):
+        yield ptr, "the overlay file is not a PNG"
+    elif hashlib.sha256(data).hexdigest() != example.get("sha256"):
+        yield ptr, "the overlay file's sha256 differs from the recorded one"
+
+
+def validate_file(path: Path) -> list[Issue]:
+    """Validate one submission file (with its example overlays)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        return [Issue(str(path), 1, 1, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+    except OSError as exc:
+        raise XaibenchError(f"{path}: cannot read ({exc.strerror})") from exc
+    return validate_text(text, str(path), path.parent)
+
+
+def submission_files(paths: Iterable[Path]) -> list[Path]:
+    """Files named, and the ``*.json`` of folders named."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(p.glob("*.json"))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise XaibenchError(f"{p}: no such file or folder")
+    return out
+
+
+def require_valid(paths: Iterable[Path]) -> None:
+    """Raise one :class:`XaibenchError` listing every issue of every file, if there is any."""
+    issues = [i for p in paths for i in validate_file(p)]
+    if issues:
+        raise XaibenchError("invalid submission(s):\n" + "\n".join(str(i) for i in issues))

@@ -1,0 +1,109 @@
+"""Built-in suites: ``default`` (the offline ~2 minute run), ``full`` (the same tracks with every
+metric and sample) and ``real`` (EfficientNet-Lite0 on the real datasets whose roots exist)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from xaibench.api import Register, Suite, TrackSpec
+from xaibench.datasets.real.suite import RealSuite
+from xaibench.plugins.hookspecs import hookimpl
+
+# Budget of the default run (2 cores): EfficientNet-Lite0 forwards about 35 images/s and the
+# shapes CNN about 1000/s, while ROAD alone needs 100 forward passes per sample and order. So the
+# default suite keeps the ranking metrics of every family (ROAD with its default `road`
+# perturbation only), fewer samples and, on photos, coarser deletion/insertion curves; the
+# metric parameters are recorded with every result. `--suite full` runs everything.
+FAMILIES = ("family:alignment", "family:perceptual")
+SHAPES_METRICS = (*FAMILIES, "deletion", "insertion", "road_sufficiency", "road_necessity", "road_faithfulness")
+SHORTCUT_METRICS = (*FAMILIES, "deletion", "sparseness")
+PHOTOS_METRICS = (*FAMILIES, "deletion", "insertion", "average_drop", "sparseness")
+# The labelled photos and the one with a real mask (imgaug's quokka polygon).
+DEFAULT_PHOTOS = ("chelsea", "coffee", "grace_hopper", "quokka")
+PHOTOS_METRIC_PARAMS = {"deletion": {"steps": 20}, "insertion": {"steps": 20}}
+
+
+def embedded_tracks(
+    *,
+    shapes_limit: int | None,
+    photos: tuple[str, ...] | None,
+    metrics: Mapping[str, tuple[str, ...] | None],
+    metric_params: Mapping[str, Mapping[str, Mapping[str, Any]]],
+) -> list[TrackSpec]:
+    """The three offline tracks: synthetic shapes, its shortcut variant, and real photos."""
+    return [
+        TrackSpec(
+            name="shapes",
+            dataset="shapes",
+            model="shapes-cnn",
+            model_params={"variant": "shapes"},
+            synthetic=True,
+            limit=shapes_limit,
+            metrics=metrics.get("shapes"),
+            description="Synthetic shapes on cluttered backgrounds; a small CNN trained by xaibench.",
+        ),
+        TrackSpec(
+            name="shapes-shortcut",
+            dataset="shapes-shortcut",
+            model="shapes-cnn",
+            model_params={"variant": "shapes-shortcut"},
+            synthetic=True,
+            limit=shapes_limit,
+            metrics=metrics.get("shapes-shortcut"),
+            description="Synthetic shapes with a class-correlated watermark the model learned to use.",
+        ),
+        TrackSpec(
+            name="photos",
+            dataset="photos",
+            dataset_params={"ids": list(photos)} if photos else {},
+            model="efficientnet-lite0",
+            metrics=metrics.get("photos"),
+            metric_params=metric_params.get("photos", {}),
+            description="Real photographs shipped by installed packages; EfficientNet-Lite0 (ImageNet).",
+        ),
+    ]
+
+
+class DefaultSuite(Suite):
+    """Runs offline on a fresh machine in about two minutes: shapes, shapes-shortcut, photos."""
+
+    name = "default"
+    version = "1.0.0"
+    description = "Embedded offline suite: synthetic `shapes`, `shapes-shortcut` and real `photos` (~2 min)."
+    licence = "Apache-2.0"
+
+    def tracks(self) -> list[TrackSpec]:
+        return embedded_tracks(
+            shapes_limit=16,
+            photos=DEFAULT_PHOTOS,
+            metrics={"shapes": SHAPES_METRICS, "shapes-shortcut": SHORTCUT_METRICS, "photos": PHOTOS_METRICS},
+            metric_params={"photos": PHOTOS_METRIC_PARAMS},
+        )
+
+    def status(self) -> str:
+        return "offline; 16 synthetic shapes per shapes track, 4 photos; ranking metrics of every family"
+
+
+class FullSuite(Suite):
+    """The default suite's tracks with every installed metric at its default parameters."""
+
+    name = "full"
+    version = "1.0.0"
+    description = "The embedded tracks with every metric, every sample and default metric parameters."
+    licence = "Apache-2.0"
+
+    def tracks(self) -> list[TrackSpec]:
+        return embedded_tracks(shapes_limit=None, photos=None, metrics={}, metric_params={})
+
+    def status(self) -> str:
+        return "offline; 64 synthetic shapes per shapes track, every photo, every metric"
+
+
+SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite]
+
+
+@hookimpl
+def register_suites(register: Register) -> None:
+    for cls in SUITES:
+        register(cls)
