@@ -10,9 +10,10 @@ import pytest
 from scipy.ndimage import distance_transform_edt
 
 from xaibench.api import GroundTruth, MetricInput, Sample
+from xaibench.imaging import resize_bilinear
 from xaibench.metrics.alignment import formulas as al
 from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS, SHARED_KEY, AlignmentBatch
-from xaibench.metrics.normalise import normalise_levels, normalise_saliency, resize_bilinear
+from xaibench.metrics.normalise import normalise_levels, normalise_saliency
 
 BY_NAME = {cls.name: cls for cls in ALIGNMENT_METRICS}
 

@@ -21,8 +21,8 @@ from PIL import Image
 from scipy import ndimage as ndi
 from scipy.io import savemat
 
-from xaibench.datasets.real import common as real_common
 from xaibench.datasets.io import read_mask
+from xaibench.datasets.real import common as real_common
 from xaibench.datasets.real.coco import CocoDataset, boxes_mask, rle_counts_from_string, rle_decode
 from xaibench.datasets.real.common import (
     DataRootError,
@@ -30,7 +30,6 @@ from xaibench.datasets.real.common import (
     dataset_env_var,
     fingerprint,
     label_map,
-    resize_bilinear,
 )
 from xaibench.datasets.real.human_attention import MAP_KINDS, HumanAttentionDataset, human_map_levels, load_map
 from xaibench.datasets.real.mohseni import MohseniDataset
@@ -39,6 +38,7 @@ from xaibench.datasets.real.saliency_bench import SaliencyBenchDataset
 from xaibench.datasets.real.suite import REAL_DATASETS, RealSuite
 from xaibench.datasets.real.voc import VOC_CLASSES, VOC2012SegDataset
 from xaibench.imagenet import imagenet_label_names, imagenet_synsets
+from xaibench.imaging import resize_bilinear
 
 SHARED = Path(os.environ.get("XAIBENCH_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 FIXTURES = {

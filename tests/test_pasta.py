@@ -17,7 +17,8 @@ from xaibench import hookimpl
 from xaibench.api import Encoder, MetricInput
 from xaibench.pasta.checkpoint import PROXY_LABEL, load_checkpoint, save_checkpoint
 from xaibench.pasta.network import ScoringNetwork, TrainSettings, pasta_loss, train_network
-from xaibench.pasta.render import JET_LUT, concept_sentence, render_overlay, resize_bilinear
+from xaibench.pasta.render import JET_LUT, concept_sentence, render_overlay
+from xaibench.pasta.render import resize_square as resize_bilinear
 from xaibench.pasta.training.data import load_release, load_table, mode_rating, parse_explanation_name
 from xaibench.pasta.training.evaluation import make_splits, quadratic_weighted_kappa, spearman, to_stars_int
 

@@ -7,15 +7,24 @@ input size; alignment metrics resize maps to the ground truth's size (DESIGN 2).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 import numpy as np
+
+from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
 Family = Literal["alignment", "faithfulness", "perceptual", "other"]
 ExplanationKind = Literal["saliency", "concept"]
+
+FAMILIES: tuple[Family, ...] = get_args(Family)
+"""Every metric family, in display order (the one list; DESIGN 6)."""
+RANKED_FAMILIES: tuple[Family, ...] = ("alignment", "faithfulness", "perceptual")
+"""The families whose mean rank enters the overall rank."""
+
+T = TypeVar("T")
 
 
 # ----------------------------------------------------------------------------- samples
@@ -104,6 +113,24 @@ class Component:
     needs: ClassVar[tuple[str, ...]] = ()
 
 
+class Parametrised(Component):
+    """A component built from keyword parameters: ``default_params`` names every parameter and
+    its default; ``param_specs`` (optional, per name) coerces and bounds values. The base class
+    checks both once, in ``__init__``; ``validate_params`` may add checks across parameters."""
+
+    default_params: ClassVar[Mapping[str, Any]] = {}
+    param_specs: ClassVar[Mapping[str, Param]] = {}
+    component_kind: ClassVar[str] = "component"
+
+    def __init__(self, **params: Any) -> None:
+        resolved = resolve_params(self.component_kind, self.name, self.default_params, self.param_specs, params)
+        self.params = self.validate_params(resolved)
+
+    def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Checks beyond the specs (e.g. between parameters); return the parameters to use."""
+        return params
+
+
 class Dataset(Component):
     """A finite ordered set of samples. Construct with keyword parameters."""
 
@@ -152,7 +179,7 @@ class Model(Component):
         return to_model_input(images, self.input_size, self.mean, self.std)
 
 
-class Explainer(Component):
+class Explainer(Parametrised):
     """Maps (model, inputs, targets) to explanations.
 
     ``explain`` gets a normalised ``(B, 3, S, S)`` tensor and ``(B,)`` int
@@ -162,19 +189,9 @@ class Explainer(Component):
     """
 
     kind: ClassVar[ExplanationKind] = "saliency"
-    default_params: ClassVar[Mapping[str, Any]] = {}
+    component_kind: ClassVar[str] = "explainer"
     reference_only: ClassVar[bool] = False
     tuned_on_benchmark: ClassVar[bool] = False
-
-    def __init__(self, **params: Any) -> None:
-        self.params = self.validate_params({**self.default_params, **params})
-
-    def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(params) - set(self.default_params))
-        if unknown:
-            known = ", ".join(sorted(self.default_params)) or "none"
-            raise ValueError(f"explainer {self.name!r}: unknown parameter(s) {unknown}; known: {known}")
-        return params
 
     def explain(
         self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context: ExplainContext | None = None
@@ -212,6 +229,36 @@ class ForwardCounter:
         return torch.cat(outs) if outs else torch.empty(0)
 
 
+class BatchMemo:
+    """Work shared between the metrics that score one batch (clean probabilities, normalised
+    maps, ROAD curves, PASTA scores): each value is built once per key, by the first metric that
+    asks, and read by the others. Keys are hashable tuples whose first item names the owner
+    (``("faithfulness", "p_clean", sample_id, target)``), so owners never collide."""
+
+    def __init__(self) -> None:
+        self._values: dict[Hashable, Any] = {}
+
+    def get(self, key: Hashable, build: Callable[[], T]) -> T:
+        """The value under ``key``, built with ``build()`` on first use."""
+        if key not in self._values:
+            self._values[key] = build()
+        return self._values[key]
+
+    def lookup(self, key: Hashable) -> Any | None:
+        """The value under ``key``, or ``None`` when nothing was stored yet."""
+        return self._values.get(key)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        """Store a value computed together with others (e.g. several curves in one pass)."""
+        self._values[key] = value
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
 @dataclass
 class MetricInput:
     """Everything a metric may read for one batch of valid explanations."""
@@ -225,7 +272,7 @@ class MetricInput:
     forward: ForwardCounter | None = None
     explainer: Explainer | None = None
     seed: int = 0
-    shared: dict[Any, Any] = field(default_factory=dict)
+    memo: BatchMemo = field(default_factory=BatchMemo)
 
 
 @dataclass
@@ -244,7 +291,7 @@ class MetricOutput:
         return cls(values=np.full(n, np.nan), reasons=[reason] * n)
 
 
-class Metric(Component):
+class Metric(Parametrised):
     """Maps explanations to one score per sample.
 
     Set ``family``, ``direction`` (which way is better) and ``ranking`` (whether
@@ -257,13 +304,7 @@ class Metric(Component):
     ranking: ClassVar[bool] = False
     unit: ClassVar[str] = ""
     explanation_kinds: ClassVar[tuple[ExplanationKind, ...]] = ("saliency",)
-    default_params: ClassVar[Mapping[str, Any]] = {}
-
-    def __init__(self, **params: Any) -> None:
-        unknown = sorted(set(params) - set(self.default_params))
-        if unknown:
-            raise ValueError(f"metric {self.name!r}: unknown parameter(s) {unknown}")
-        self.params = {**self.default_params, **params}
+    component_kind: ClassVar[str] = "metric"
 
     def score(self, batch: MetricInput) -> MetricOutput:
         raise NotImplementedError
@@ -272,7 +313,7 @@ class Metric(Component):
 # ----------------------------------------------------------------------------- encoders
 
 
-class Encoder(Component):
+class Encoder(Parametrised):
     """Embeds renders of explanations (DESIGN 5, the PASTA score): overlay images and/or sentences.
 
     ``modalities`` says what it embeds: ``"image"`` (``encode_images`` gets ``(N, S, S, 3)``
@@ -283,14 +324,7 @@ class Encoder(Component):
     """
 
     modalities: ClassVar[tuple[str, ...]] = ("image",)
-    default_params: ClassVar[Mapping[str, Any]] = {}
-
-    def __init__(self, **params: Any) -> None:
-        unknown = sorted(set(params) - set(self.default_params))
-        if unknown:
-            known = ", ".join(sorted(self.default_params)) or "none"
-            raise ValueError(f"encoder {self.name!r}: unknown parameter(s) {unknown}; known: {known}")
-        self.params = {**self.default_params, **params}
+    component_kind: ClassVar[str] = "encoder"
 
     @property
     def identity(self) -> str:

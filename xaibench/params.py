@@ -72,8 +72,14 @@ class Param:
         return number
 
 
-def check_params(explainer: str, specs: Mapping[str, Param], params: dict[str, Any]) -> dict[str, Any]:
-    """Coerce and check every parameter that has a spec; raise one clear error per bad value."""
+def check_params(
+    owner: str, specs: Mapping[str, Param], params: Mapping[str, Any], *, kind: str = "explainer"
+) -> dict[str, Any]:
+    """Coerce and check every parameter that has a spec; raise one clear error per bad value.
+
+    ``owner`` is the component's name and ``kind`` its kind (``explainer``, ``metric``, ...):
+    both appear in the message.
+    """
     out = dict(params)
     for key, spec in specs.items():
         if key not in out:
@@ -81,7 +87,25 @@ def check_params(explainer: str, specs: Mapping[str, Param], params: dict[str, A
         try:
             out[key] = spec.coerce(out[key])
         except (TypeError, ValueError):
-            raise ValueError(
-                f"explainer {explainer!r}: parameter {key!r} must be {spec.rule()}, got {out[key]!r}"
-            ) from None
+            raise ValueError(f"{kind} {owner!r}: parameter {key!r} must be {spec.rule()}, got {out[key]!r}") from None
     return out
+
+
+def resolve_params(
+    kind: str,
+    owner: str,
+    defaults: Mapping[str, Any],
+    specs: Mapping[str, Param],
+    given: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The parameters of one component: ``given`` over ``defaults``, names checked, values coerced.
+
+    Every parametrised component (explainer, metric, encoder) is checked here, once, by its base
+    class: an unknown name raises ``ValueError`` listing the known ones; a value that breaks its
+    :class:`Param` raises ``ValueError`` naming the rule.
+    """
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        known = ", ".join(sorted(defaults)) or "none"
+        raise ValueError(f"{kind} {owner!r}: unknown parameter(s) {unknown}; known: {known}")
+    return check_params(owner, specs, {**defaults, **given}, kind=kind)

@@ -19,3 +19,12 @@ def derive_seed(seed: int, *keys: object) -> int:
 
 def rng_for(seed: int, *keys: object) -> np.random.Generator:
     return np.random.default_rng(derive_seed(seed, *keys))
+
+
+def sample_rng(seed: int, sample_id: str, purpose: str) -> np.random.Generator:
+    """A generator for one sample and one purpose (e.g. ``"road/uniform"``): the run seed's low 32
+    bits and four words of sha256(sample id, purpose) seed a ``SeedSequence``. Used by the metrics'
+    perturbations; its streams are fixed by the recorded results, so it keeps its own formula."""
+    digest = hashlib.sha256(f"{sample_id}\x00{purpose}".encode()).digest()
+    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+    return np.random.default_rng(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *words]))

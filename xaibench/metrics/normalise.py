@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+
+from xaibench.imaging import resize_bilinear
 
 DEGENERATE_RTOL = 1e-6
 """A map is constant when ``max - min <= DEGENERATE_RTOL * max`` (float32 resolution)."""
@@ -51,18 +51,6 @@ def _as_batch(array: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
     if a.ndim != 3:
         raise ValueError(f"{what}: expected a 2-D map or a (B, H, W) batch, got shape {a.shape}")
     return a, False
-
-
-def resize_bilinear(maps: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Resize ``(n, h, w)`` maps to ``shape = (H, W)``: bilinear, ``align_corners=False``,
-    antialiased when shrinking (the convention of ``xaibench.imaging``, so a
-    squash-resized input maps back onto the native image pixel for pixel)."""
-    maps = np.asarray(maps, dtype=np.float32)
-    if tuple(maps.shape[-2:]) == tuple(shape):
-        return maps
-    t = torch.from_numpy(np.ascontiguousarray(maps))[:, None]
-    out = F.interpolate(t, size=(int(shape[0]), int(shape[1])), mode="bilinear", align_corners=False, antialias=True)
-    return out[:, 0].numpy()
 
 
 def normalise_saliency(saliency: np.ndarray, shape: tuple[int, int] | None = None) -> NormalisedSaliency:

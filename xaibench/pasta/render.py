@@ -21,7 +21,7 @@ Overlay ``xaibench-jet-overlay`` version 1, step by step:
 
 Resizing uses separable triangle (bilinear) filters with half-pixel centres whose support
 widens by the scale factor when shrinking (an antialiased bilinear resize, as PIL does),
-computed in float64 with numpy; the same code resizes image and map.
+computed in float64 by :func:`xaibench.imaging.resize_bilinear`; the same code resizes image and map.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+
+from xaibench.imaging import resize_bilinear
 
 __all__ = [
     "JET_LUT",
@@ -42,7 +44,7 @@ __all__ = [
     "render_id",
     "render_overlay",
     "render_overlays",
-    "resize_bilinear",
+    "resize_square",
 ]
 
 RENDER_NAME = "xaibench-jet-overlay"
@@ -70,32 +72,13 @@ JET_LUT: np.ndarray = _jet_table()
 JET_LUT.setflags(write=False)
 
 
-def _resize_matrix(n_in: int, n_out: int) -> np.ndarray:
-    """``(n_out, n_in)`` weights of a half-pixel-centred triangle filter (antialiased when shrinking)."""
-    scale = n_in / n_out
-    support = max(scale, 1.0)
-    centres = (np.arange(n_out, dtype=np.float64) + 0.5) * scale - 0.5
-    src = np.arange(n_in, dtype=np.float64)
-    weights = np.clip(1.0 - np.abs(src[None, :] - centres[:, None]) / support, 0.0, None)
-    # Rows are normalised, so at the borders the missing taps fall back on the edge pixels.
-    return weights / weights.sum(axis=1, keepdims=True)
-
-
-def resize_bilinear(array: np.ndarray, size: int) -> np.ndarray:
-    """Squash-resize an ``H x W`` or ``H x W x C`` array to ``size x size`` (float64).
-
-    Deterministic (numpy, float64); antialiased when shrinking.
-    """
-    a = np.asarray(array, dtype=np.float64)
+def resize_square(array: np.ndarray, size: int) -> np.ndarray:
+    """Squash-resize an ``H x W`` or ``H x W x 3`` array to ``size x size``, float64
+    (:func:`xaibench.imaging.resize_bilinear`: antialiased when shrinking)."""
+    a = np.asarray(array)
     if a.ndim not in (2, 3):
-        raise ValueError(f"resize_bilinear: expected a 2-D or 3-D array, got shape {a.shape}")
-    h, w = a.shape[:2]
-    if (h, w) == (size, size):
-        return a.copy()
-    rows, cols = _resize_matrix(h, size), _resize_matrix(w, size)
-    if a.ndim == 2:
-        return rows @ a @ cols.T
-    return np.einsum("ih,hwc,jw->ijc", rows, a, cols, optimize=True)
+        raise ValueError(f"resize_square: expected a 2-D or 3-D array, got shape {a.shape}")
+    return resize_bilinear(a, (size, size), channels_last=a.ndim == 3, dtype=np.float64)
 
 
 def _as_unit_image(image: np.ndarray) -> np.ndarray:
@@ -116,7 +99,7 @@ def _scaled_map(saliency: np.ndarray, size: int) -> np.ndarray:
         raise ValueError(f"render_overlay: saliency must be H x W, got shape {sal.shape}")
     if not np.all(np.isfinite(sal)):
         raise ValueError("render_overlay: saliency has NaN or inf values")
-    resized = resize_bilinear(np.maximum(sal, 0.0), size)
+    resized = resize_square(np.maximum(sal, 0.0), size)
     lo, hi = float(resized.min()), float(resized.max())
     if hi - lo <= 1e-12 * max(1.0, abs(hi)):
         return np.zeros((size, size))
@@ -133,7 +116,7 @@ def render_overlay(image01: np.ndarray, saliency: np.ndarray, size: int = 224) -
     if int(size) < 8:
         raise ValueError(f"render_overlay: size must be >= 8 px, got {size}")
     size = int(size)
-    img = resize_bilinear(_as_unit_image(image01), size)
+    img = resize_square(_as_unit_image(image01), size)
     level = np.rint(_scaled_map(saliency, size) * 255.0).astype(np.intp)
     colour = JET_LUT[level].astype(np.float64) / 255.0
     blend = (1.0 - RENDER_ALPHA) * img + RENDER_ALPHA * colour

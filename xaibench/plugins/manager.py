@@ -22,6 +22,7 @@ import pluggy
 
 from xaibench import __version__
 from xaibench.api import (
+    FAMILIES,
     Component,
     ComponentInfo,
     Dataset,
@@ -51,7 +52,6 @@ KIND_BASES: dict[str, type[Component]] = {
     "suite": Suite,
     "encoder": Encoder,
 }
-VALID_FAMILIES = ("alignment", "faithfulness", "perceptual", "other")
 
 C = TypeVar("C", bound=Component)
 
@@ -255,8 +255,8 @@ class Registry:
 
 
 def _check_metric(cls: type[Metric], plugin: str) -> None:
-    if cls.family not in VALID_FAMILIES:
-        raise RegistrationError(f"{plugin}: metric {cls.name!r} has family {cls.family!r}; use one of {VALID_FAMILIES}")
+    if cls.family not in FAMILIES:
+        raise RegistrationError(f"{plugin}: metric {cls.name!r} has family {cls.family!r}; use one of {FAMILIES}")
     if cls.direction not in ("higher", "lower"):
         raise RegistrationError(f"{plugin}: metric {cls.name!r} must declare direction 'higher' or 'lower'")
 

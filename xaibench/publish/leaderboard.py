@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FAMILIES = ("alignment", "faithfulness", "perceptual")
+from xaibench.api import RANKED_FAMILIES
+
 ROW_COLUMNS = ("track", "explainer", "metric", "family", "direction", "value", "ci_low", "ci_high", "n", "n_na", "rank")
 
 
@@ -114,11 +115,11 @@ def leaderboard_rows(entries: list[Entry]) -> list[dict[str, Any]]:
             for e in sorted(group, key=lambda e: e.explainer):
                 rank = ranks.get(e.explainer)
                 rows.append({**_row(e), "rank": rank})
-                if e.ranking and rank is not None and e.family in FAMILIES:
+                if e.ranking and rank is not None and e.family in RANKED_FAMILIES:
                     family_ranks[e.family][e.explainer].append(rank)
         explainers = sorted({e.explainer for e in by_track[track]})
         family_scores: dict[str, dict[str, float]] = {}
-        for family in FAMILIES:
+        for family in RANKED_FAMILIES:
             scores = {x: sum(r) / len(r) for x, r in family_ranks[family].items() if r}
             if not scores:
                 continue

@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from xaibench.api import RANKED_FAMILIES as FAMILIES
 from xaibench.files import write_json_atomic, write_text_atomic
-from xaibench.publish.leaderboard import FAMILIES, ROW_COLUMNS, entries_from_submissions, leaderboard_rows
+from xaibench.publish.leaderboard import ROW_COLUMNS, entries_from_submissions, leaderboard_rows
 from xaibench.publish.submission import load_submissions
 
 LEADERBOARD_SCHEMA = "xaibench.leaderboard/1"

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from xaibench.api import Dataset, ForwardCounter, Metric, MetricInput, Model, Sample
 from xaibench.errors import XaibenchError
+from xaibench.imaging import resize_bilinear
 from xaibench.plugins.manager import Registry
 from xaibench.runner.evaluate import _safe_score
 
@@ -110,12 +109,7 @@ def _batch(group: list[Sample], maps: dict[str, np.ndarray], model: Model | None
             seed=seed,
         )
     size = model.input_size
-    resized = [
-        F.interpolate(
-            torch.from_numpy(maps[s.id])[None, None], size=(size, size), mode="bilinear", align_corners=False
-        )[0, 0].numpy()
-        for s in group
-    ]
+    resized = [resize_bilinear(maps[s.id], (size, size)) for s in group]
     inputs = model.preprocess([s.image for s in group])
     forward = ForwardCounter(model.module)
     predicted = forward(inputs).argmax(dim=1).numpy()

@@ -34,9 +34,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from xaibench import __version__
+from xaibench.api import RANKED_FAMILIES as FAMILIES
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry
-from xaibench.publish.leaderboard import FAMILIES
 from xaibench.publish.submission import load_submissions
 from xaibench.publish.validation import PNG_SIGNATURE, require_valid
 from xaibench.publish.writers import (

@@ -44,6 +44,7 @@ import numpy as np
 
 from xaibench.api import Dataset, Sample
 from xaibench.errors import XaibenchError
+from xaibench.imaging import resize_bilinear
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -55,7 +56,6 @@ __all__ = [
     "fingerprint",
     "label_map",
     "label_map_version",
-    "resize_bilinear",
 ]
 
 DATA_DIR_ENV = "XAIBENCH_DATA_DIR"
@@ -124,22 +124,6 @@ def fingerprint(paths: Iterable[Path], root: Path) -> str:
 
 
 # ----------------------------------------------------------------------------- resizing
-
-
-def resize_bilinear(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Resize a 2-D map to ``size = (H, W)``, bilinear (half-pixel centres, antialiased when
-    shrinking), float32. Rows stay rows: no flip, no transpose."""
-    import torch
-    import torch.nn.functional as F
-
-    arr = np.asarray(array, dtype=np.float32)
-    if arr.ndim != 2:
-        raise ValueError(f"resize_bilinear: expected a 2-D map, got shape {arr.shape}")
-    if arr.shape == tuple(size):
-        return arr.copy()
-    t = torch.from_numpy(np.ascontiguousarray(arr))[None, None]
-    out = F.interpolate(t, size=(int(size[0]), int(size[1])), mode="bilinear", align_corners=False, antialias=True)
-    return out[0, 0].numpy()
 
 
 def grey_to_truth(grey: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray | None, np.ndarray | None, str]:

@@ -32,7 +32,8 @@ import numpy as np
 
 from xaibench.api import GroundTruth, Sample
 from xaibench.datasets.io import read_rgb
-from xaibench.datasets.real.common import LayoutError, RealDataset, require, resize_bilinear
+from xaibench.datasets.real.common import LayoutError, RealDataset, require
+from xaibench.imaging import resize_bilinear
 
 MAP_KINDS: tuple[str, ...] = ("objFIX", "salFIX", "freeFIX", "chainKDE", "discr", "patchRate", "humanPC")
 DEFAULT_MAP_KIND = "humanPC"

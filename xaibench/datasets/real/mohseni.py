@@ -43,10 +43,10 @@ from xaibench.datasets.real.common import (
     data_dirs,
     dataset_env_var,
     label_map,
-    resize_bilinear,
     target_fields,
 )
 from xaibench.datasets.real.voc import VOC2012SegDataset, voc2012_dir
+from xaibench.imaging import resize_bilinear
 
 SUBSETS = ("all", "pascal", "imagenet")
 DEFAULT_NOISE_FLOOR = 0.05

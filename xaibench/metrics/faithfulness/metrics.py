@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from xaibench.api import ForwardCounter, Metric, MetricInput, MetricOutput
+from xaibench.imaging import resize_bilinear
 from xaibench.metrics.faithfulness import formulas as fm
 from xaibench.metrics.faithfulness.perturbation import (
     PERTURBATIONS,
@@ -36,9 +36,9 @@ from xaibench.metrics.faithfulness.perturbation import (
     pixel_count,
     replace,
     saliency_order,
-    sample_rng,
 )
 from xaibench.metrics.normalise import normalise_saliency
+from xaibench.seeds import sample_rng
 
 _NS = "xaibench.faithfulness"
 
@@ -64,10 +64,10 @@ class _Context:
 
 
 def _resize_maps(maps: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``(B, h, w)`` maps at the model input size, float64 (computed in float32)."""
     if maps.shape[-2:] == size:
         return maps
-    t = torch.from_numpy(maps.astype(np.float32))[:, None]
-    return F.interpolate(t, size=size, mode="bilinear", align_corners=False)[:, 0].double().numpy()
+    return resize_bilinear(maps.astype(np.float32), size).astype(np.float64)
 
 
 def _context(batch: MetricInput) -> _Context | str:

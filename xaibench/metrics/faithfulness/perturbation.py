@@ -14,7 +14,7 @@ Conventions (DESIGN 3; documented in ``docs/metrics.md``):
   ``uniform``: U(0, 1) in pixel space, then normalised. ``gaussian``: N(0, 1)
   in normalised space. ``road``: noisy linear imputation in normalised space.
 - **Noise.** Every random field is drawn from a generator seeded by
-  ``(seed, sample id, purpose)`` (:func:`sample_rng`), so a sample's result does
+  ``(seed, sample id, purpose)`` (:func:`xaibench.seeds.sample_rng`), so a sample's result does
   not depend on the batch it is in. One field per (sample, perturbation) serves
   every step and both orders: the replacement value of a pixel does not change
   from one step to the next.
@@ -22,7 +22,6 @@ Conventions (DESIGN 3; documented in ``docs/metrics.md``):
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Literal
 
@@ -35,16 +34,6 @@ from xaibench.metrics.faithfulness.imputation import noisy_linear_imputation
 Order = Literal["descending", "ascending"]
 Perturbation = Literal["road", "black", "uniform", "gaussian"]
 PERTURBATIONS: tuple[Perturbation, ...] = ("road", "black", "uniform", "gaussian")
-
-
-# ----------------------------------------------------------------------------- seeds
-
-
-def sample_rng(seed: int, sample_id: str, purpose: str) -> np.random.Generator:
-    """A generator determined by the run seed, the sample id and a purpose label."""
-    digest = hashlib.sha256(f"{sample_id}\x00{purpose}".encode()).digest()
-    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
-    return np.random.default_rng(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *words]))
 
 
 # ----------------------------------------------------------------------------- orders and counts

@@ -198,7 +198,7 @@ def release_items(
 ) -> Items:
     """Embed the release's explanations of one kind (image files: saliency; ``.txt``: concept)."""
     from xaibench.datasets.io import read_rgb
-    from xaibench.pasta.render import resize_bilinear
+    from xaibench.pasta.render import resize_square
 
     chosen = [e for e in entries if (e.explanation.suffix.lower() == ".txt") == (kind == "concept")]
     if not chosen:
@@ -220,7 +220,7 @@ def release_items(
             if not e.explanation.is_file():
                 raise FileNotFoundError(f"{e.explanation}: explanation file not found")
             img = read_rgb(e.explanation)
-            renders.append(np.rint(np.clip(resize_bilinear(img, render_size), 0, 1) * 255).astype(np.uint8))
+            renders.append(np.rint(np.clip(resize_square(img, render_size), 0, 1) * 255).astype(np.uint8))
         emb = np.concatenate([image_embed(np.stack(renders[i : i + 64])) for i in range(0, len(renders), 64)])
     return Items(
         embeddings=np.asarray(emb, dtype=np.float32),
