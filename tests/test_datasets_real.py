@@ -35,10 +35,10 @@ from xaibench.datasets.real.human_attention import MAP_KINDS, HumanAttentionData
 from xaibench.datasets.real.mohseni import MohseniDataset
 from xaibench.datasets.real.pets import PET_BREEDS, OxfordPetsDataset, parse_list
 from xaibench.datasets.real.saliency_bench import SaliencyBenchDataset
-from xaibench.datasets.real.suite import REAL_DATASETS, RealSuite
 from xaibench.datasets.real.voc import VOC_CLASSES, VOC2012SegDataset
 from xaibench.imagenet import imagenet_label_names, imagenet_synsets
 from xaibench.imaging import resize_bilinear
+from xaibench.suites.real import REAL_DATASETS, RealSuite
 
 SHARED = Path(os.environ.get("XAIBENCH_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 FIXTURES = {

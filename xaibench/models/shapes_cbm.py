@@ -30,7 +30,14 @@ from torch import nn
 from xaibench.api import Model
 from xaibench.datasets.shape_concepts import CONCEPTS, concept_vector
 from xaibench.datasets.shapes import CLASSES, GENERATOR_VERSION, ShapesConfig, render
-from xaibench.models.trained import default_cache_dir, deterministic, load_state, save_state, weights_digest
+from xaibench.models.trained import (
+    default_cache_dir,
+    deterministic,
+    fit,
+    load_or_train,
+    normalised_batch,
+    weights_digest,
+)
 
 __all__ = ["CBMNet", "CBMTrainConfig", "ConceptCNN", "ShapesCBM", "generate_concept_data", "train_cbm"]
 
@@ -41,8 +48,7 @@ STD = (0.25, 0.25, 0.25)
 
 def normalise(images: np.ndarray) -> torch.Tensor:
     """``(N, H, W, 3)`` [0, 1] arrays to normalised ``(N, 3, H, W)`` tensors."""
-    x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32)).permute(0, 3, 1, 2)
-    return ((x - torch.tensor(MEAN).view(1, 3, 1, 1)) / torch.tensor(STD).view(1, 3, 1, 1)).contiguous()
+    return normalised_batch(images, MEAN, STD)
 
 
 class ConceptCNN(nn.Module):
@@ -138,32 +144,32 @@ def train_cbm(config: CBMTrainConfig, log: Any = None) -> dict[str, torch.Tensor
         x, c, y = normalise(images), torch.from_numpy(concepts), torch.from_numpy(labels)
         torch.manual_seed(config.seed)
         net = CBMNet(config.widths, config.stem_stride)
-        opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        steps = config.epochs * ((config.n_train + config.batch_size - 1) // config.batch_size)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=config.lr, total_steps=steps, pct_start=0.25)
-        gen = torch.Generator().manual_seed(config.seed)
-        net.train()
-        for epoch in range(config.epochs):
-            order = torch.randperm(config.n_train, generator=gen)
-            total_bce = total_ce = 0.0
-            for start in range(0, config.n_train, config.batch_size):
-                idx = order[start : start + config.batch_size]
-                logits = net.concepts(x[idx])
-                bce = nn.functional.binary_cross_entropy_with_logits(logits, c[idx])
-                ce = nn.functional.cross_entropy(net.head(torch.sigmoid(logits)), y[idx])
-                loss = config.concept_weight * bce + ce
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                total_bce += float(bce.detach()) * len(idx)
-                total_ce += float(ce.detach()) * len(idx)
+
+        def step(idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            logits = net.concepts(x[idx])
+            bce = nn.functional.binary_cross_entropy_with_logits(logits, c[idx])
+            ce = nn.functional.cross_entropy(net.head(torch.sigmoid(logits)), y[idx])
+            loss = config.concept_weight * bce + ce
+            return loss, {"bce": float(bce.detach()) * len(idx), "ce": float(ce.detach()) * len(idx)}
+
+        def report(epoch: int, sums: dict[str, float]) -> None:
             if log is not None:
                 log(
-                    f"epoch {epoch + 1}/{config.epochs} concept bce {total_bce / config.n_train:.4f} "
-                    f"class ce {total_ce / config.n_train:.4f} ({time.perf_counter() - t0:.1f} s)"
+                    f"epoch {epoch}/{config.epochs} concept bce {sums['bce'] / config.n_train:.4f} "
+                    f"class ce {sums['ce'] / config.n_train:.4f} ({time.perf_counter() - t0:.1f} s)"
                 )
-        net.eval()
+
+        fit(
+            net,
+            config.n_train,
+            step,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            seed=config.seed,
+            log=report,
+        )
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
 
@@ -185,13 +191,7 @@ class ShapesCBM(Model):
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.weights_path = root / "shapes-cbm" / f"shapes-{self.cache_key}.pt"
         net = CBMNet(self.train_config.widths, self.train_config.stem_stride)
-        state = load_state(self.weights_path, net.state_dict())
-        self.trained_now = state is None
-        if state is None:
-            state = train_cbm(self.train_config)
-            save_state(state, self.weights_path)
-        net.load_state_dict(state)
-        net.eval()
+        self.trained_now = load_or_train(net, self.weights_path, lambda: train_cbm(self.train_config))
         self.module = net
         self.input_size = self.train_config.size
         self.mean = MEAN

@@ -37,7 +37,14 @@ from torch import nn
 
 from xaibench.api import Model
 from xaibench.datasets.shapes import CLASSES, GENERATOR_VERSION, ShapesConfig, generate_arrays
-from xaibench.models.trained import default_cache_dir, deterministic, load_state, save_state, weights_digest
+from xaibench.models.trained import (
+    default_cache_dir,
+    deterministic,
+    fit,
+    load_or_train,
+    normalised_batch,
+    weights_digest,
+)
 
 ARCH_VERSION = "2"
 """Bump on any change of the architecture or the training procedure."""
@@ -123,10 +130,7 @@ def cache_key(variant: str, config: TrainConfig) -> str:
 
 def normalise(images: np.ndarray) -> torch.Tensor:
     """``(N, H, W, 3)`` [0, 1] arrays to normalised ``(N, 3, H, W)`` tensors."""
-    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)
-    m = torch.tensor(MEAN).view(1, 3, 1, 1)
-    s = torch.tensor(STD).view(1, 3, 1, 1)
-    return ((x - m) / s).contiguous()
+    return normalised_batch(images, MEAN, STD)
 
 
 def train(variant: str, config: TrainConfig, log: Any = None) -> dict[str, torch.Tensor]:
@@ -140,32 +144,32 @@ def train(variant: str, config: TrainConfig, log: Any = None) -> dict[str, torch
         t_data = time.perf_counter() - t0
         torch.manual_seed(config.seed)
         net = ShapesNet.from_config(config)
-        opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        steps_per_epoch = (config.n_train + config.batch_size - 1) // config.batch_size
-        sched = torch.optim.lr_scheduler.OneCycleLR(
-            opt, max_lr=config.lr, total_steps=config.epochs * steps_per_epoch, pct_start=0.25
-        )
-        gen = torch.Generator().manual_seed(config.seed)
-        net.train()
-        for epoch in range(config.epochs):
-            order = torch.randperm(config.n_train, generator=gen)
-            total, correct = 0.0, 0
-            for start in range(0, config.n_train, config.batch_size):
-                idx = order[start : start + config.batch_size]
-                logits = net(x[idx])
-                loss = nn.functional.cross_entropy(logits, y[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                total += float(loss.detach()) * len(idx)
-                correct += int((logits.argmax(1) == y[idx]).sum())
+
+        def step(idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            logits = net(x[idx])
+            loss = nn.functional.cross_entropy(logits, y[idx])
+            correct = int((logits.argmax(1) == y[idx]).sum())
+            return loss, {"loss": float(loss.detach()) * len(idx), "correct": correct}
+
+        def report(epoch: int, sums: dict[str, float]) -> None:
             if log is not None:
+                seconds = time.perf_counter() - t0
                 log(
-                    f"epoch {epoch + 1}/{config.epochs} loss {total / config.n_train:.3f} "
-                    f"acc {correct / config.n_train:.3f} ({time.perf_counter() - t0:.1f} s, data {t_data:.1f} s)"
+                    f"epoch {epoch}/{config.epochs} loss {sums['loss'] / config.n_train:.3f} "
+                    f"acc {sums['correct'] / config.n_train:.3f} ({seconds:.1f} s, data {t_data:.1f} s)"
                 )
-        net.eval()
+
+        fit(
+            net,
+            config.n_train,
+            step,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            seed=config.seed,
+            log=report,
+        )
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
 
@@ -195,13 +199,7 @@ class ShapesCNN(Model):
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.weights_path = root / "shapes-cnn" / f"{variant}-{self.cache_key}.pt"
         net = ShapesNet.from_config(self.train_config)
-        state = load_state(self.weights_path, net.state_dict())
-        self.trained_now = state is None
-        if state is None:
-            state = train(variant, self.train_config)
-            save_state(state, self.weights_path)
-        net.load_state_dict(state)
-        net.eval()
+        self.trained_now = load_or_train(net, self.weights_path, lambda: train(variant, self.train_config))
         self.module = net
         self.input_size = self.train_config.size
         self.mean = MEAN

@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import torch
+from torch import nn
 
 from xaibench.files import write_bytes_atomic
 
@@ -64,8 +66,75 @@ def load_state(path: Path, reference: dict[str, torch.Tensor]) -> dict[str, torc
     return state
 
 
+def load_or_train(net: nn.Module, path: Path, train: Callable[[], dict[str, torch.Tensor]]) -> bool:
+    """Load the cached weights at ``path`` into ``net``, else ``train()`` them and cache them.
+
+    Leaves ``net`` in eval mode. Returns whether it trained now (a cache miss).
+    """
+    state = load_state(path, net.state_dict())
+    trained_now = state is None
+    if state is None:
+        state = train()
+        save_state(state, path)
+    net.load_state_dict(state)
+    net.eval()
+    return trained_now
+
+
 def save_state(state: dict[str, torch.Tensor], path: Path) -> None:
     """Write a state dict atomically (temporary file, fsync, rename)."""
     buf = io.BytesIO()
     torch.save(state, buf)
     write_bytes_atomic(path, buf.getvalue())
+
+
+def normalised_batch(images: np.ndarray, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    """``(N, H, W, 3)`` [0, 1] arrays to normalised ``(N, 3, H, W)`` float32 tensors."""
+    x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32)).permute(0, 3, 1, 2)
+    m = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
+    return ((x - m) / s).contiguous()
+
+
+StepLoss = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
+"""``step(indices) -> (loss, sums)``: the loss of one mini-batch and per-batch sums to report."""
+
+
+def fit(
+    net: nn.Module,
+    n_train: int,
+    step: StepLoss,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    seed: int,
+    log: Callable[[int, dict[str, float]], None] | None = None,
+) -> None:
+    """The one training loop of the trained-on-first-use models.
+
+    AdamW with a one-cycle schedule (peak ``lr``, 25 % warm-up), mini-batches in a seeded
+    random order per epoch, ``net.train()`` during and ``net.eval()`` after. Deterministic
+    under :func:`deterministic` for a given seed. ``log(epoch, sums)`` gets each epoch's
+    sums of the values ``step`` reports (``epoch`` counts from 1).
+    """
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+    steps_per_epoch = (n_train + batch_size - 1) // batch_size
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps_per_epoch, pct_start=0.25)
+    gen = torch.Generator().manual_seed(seed)
+    net.train()
+    for epoch in range(epochs):
+        order = torch.randperm(n_train, generator=gen)
+        sums: dict[str, float] = {}
+        for start in range(0, n_train, batch_size):
+            loss, values = step(order[start : start + batch_size])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            for key, value in values.items():
+                sums[key] = sums.get(key, 0.0) + value
+        if log is not None:
+            log(epoch + 1, sums)
+    net.eval()

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from xaibench import __version__
+from xaibench.version import __version__
 from xaibench.api import (
     FAMILIES,
     Component,
@@ -42,7 +42,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "xaibench.explainers.plugin",
     "xaibench.metrics.plugin",
     "xaibench.pasta.plugin",
-    "xaibench.suites",
+    "xaibench.suites.plugin",
 )
 KIND_BASES: dict[str, type[Component]] = {
     "explainer": Explainer,

@@ -33,7 +33,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from xaibench import __version__
+from xaibench.version import __version__
 from xaibench.api import RANKED_FAMILIES as FAMILIES
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry

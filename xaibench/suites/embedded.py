@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from xaibench.api import Register, Suite, TrackSpec
-from xaibench.datasets.real.suite import RealSuite
-from xaibench.plugins.hookspecs import hookimpl
+from xaibench.api import Suite, TrackSpec
 
 # Budget of the default run (2 cores): EfficientNet-Lite0 forwards about 35 images/s and the
 # shapes CNN about 1000/s, while ROAD alone needs 100 forward passes per sample and order. So the
@@ -98,12 +96,3 @@ class FullSuite(Suite):
 
     def status(self) -> str:
         return "offline; 64 synthetic shapes per shapes track, every photo, every metric"
-
-
-SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite]
-
-
-@hookimpl
-def register_suites(register: Register) -> None:
-    for cls in SUITES:
-        register(cls)

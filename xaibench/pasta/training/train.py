@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from xaibench import __version__
+from xaibench.version import __version__
 from xaibench.errors import XaibenchError
 from xaibench.pasta.checkpoint import PASTA_LABEL, PROXY_LABEL, load_checkpoint, save_checkpoint, write_card
 from xaibench.pasta.network import QUESTIONS, TrainSettings, train_network

@@ -1,0 +1,1 @@
+"""Suites: named lists of tracks (dataset x model) with their metrics."""

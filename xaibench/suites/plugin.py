@@ -1,0 +1,16 @@
+"""Built-in suites, registered through the same hook a third-party plugin implements."""
+
+from __future__ import annotations
+
+from xaibench.api import Register, Suite
+from xaibench.plugins.hookspecs import hookimpl
+from xaibench.suites.embedded import DefaultSuite, FullSuite
+from xaibench.suites.real import RealSuite
+
+SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite]
+
+
+@hookimpl
+def register_suites(register: Register) -> None:
+    for cls in SUITES:
+        register(cls)
