@@ -21,6 +21,7 @@ packages shows even when no two modules import each other).
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -184,3 +185,18 @@ def test_no_import_circles_between_packages() -> None:
 
 def test_the_cycle_finder_finds_a_circle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_docs_architecture_lists_the_same_layers() -> None:
+    """The floor table of docs/architecture.md names every layer prefix, on its floor."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    documented: dict[str, int] = {}
+    for line in doc.splitlines():
+        row = re.match(r"\| (\d) [^|]*\| ([^|]*) \|", line)
+        if not row:
+            continue
+        for name in re.findall(r"`([^`]+)`", row.group(2)):
+            path = name.removesuffix("/__init__.py").removesuffix(".py").removesuffix("/")
+            module = "xaibench" if path == "xaibench" else "xaibench." + path.replace("/", ".")
+            documented[module] = int(row.group(1))
+    assert documented == LAYERS
