@@ -29,7 +29,7 @@ def child(path: str, name: str, batch_size: int) -> None:
     from _faithfulness_common import load_model, make_batch
 
     from xaibench.api import ForwardCounter, Sample
-    from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
+    from xaibench.metrics.plugin import METRICS
 
     model = load_model()
     data = np.load(path)
@@ -40,7 +40,7 @@ def child(path: str, name: str, batch_size: int) -> None:
     if name == "forward-only":
         ForwardCounter(model.module, batch_size=batch_size)(inputs.repeat(-(-batch_size // len(inputs)), 1, 1, 1))
     else:
-        metric = {cls.name: cls for cls in FAITHFULNESS_METRICS}[name]()
+        metric = {cls.name: cls for cls in METRICS}[name]()
         metric.score(make_batch(model, inputs, data["targets"], data["saliency"], samples, batch_size))
     _, traced = tracemalloc.get_traced_memory()
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -27,7 +27,7 @@ from _faithfulness_common import forward_only_time, load_track, make_batch, time
 
 from xaibench.api import Explainer
 from xaibench.metrics.faithfulness import perturbation
-from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
+from xaibench.metrics.plugin import METRICS
 
 
 class GradientExplainer(Explainer):
@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
 
     model, inputs, targets, saliency, samples = load_track(args.images, smooth=args.smooth)
-    metrics = {cls.name: cls for cls in FAITHFULNESS_METRICS}
+    metrics = {cls.name: cls for cls in METRICS}
     chosen = [m for m in args.metrics.split(",") if m] or list(metrics)
     clock = ImputationClock()
     forward_only_time(model, inputs, min(8, len(inputs)), args.batch_size)  # warm-up

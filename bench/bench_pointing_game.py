@@ -25,7 +25,7 @@ import torch
 
 from xaibench.api import GroundTruth, MetricInput, Sample
 from xaibench.metrics.alignment.formulas import pointing_game
-from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS
+from xaibench.metrics.alignment.metrics import PointingGameMetric
 from xaibench.metrics.normalise import normalise_saliency
 
 N, SIZE, REPEATS = 64, 224, 5
@@ -70,7 +70,7 @@ def main() -> None:
         Sample(id=str(i), image=np.zeros((SIZE, SIZE, 3), np.float32), ground_truth=GroundTruth(mask=masks[i]))
         for i in range(N)
     ]
-    pg_metric = next(cls for cls in ALIGNMENT_METRICS if cls.name == "pointing_game")()
+    pg_metric = PointingGameMetric()
 
     def run_metric():
         batch = MetricInput(saliency=raw, concepts=None, samples=samples, targets=np.zeros(N, int))

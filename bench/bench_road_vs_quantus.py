@@ -24,7 +24,7 @@ import quantus
 import torch
 from _faithfulness_common import forward_only_time, load_track, make_batch, timed
 
-from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
+from xaibench.metrics.faithfulness.road import RoadNecessity
 
 PERCENTS = list(range(1, 100, 2))
 
@@ -68,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
 
     model, inputs, targets, saliency, samples = load_track(args.images, smooth=args.smooth)
-    necessity = {cls.name: cls for cls in FAITHFULNESS_METRICS}["road_necessity"]
+    necessity = RoadNecessity
     forward_only_time(model, inputs, len(inputs), 64)  # warm-up
 
     batch = make_batch(model, inputs, targets, saliency, samples, 64)

@@ -12,9 +12,11 @@ from scipy.ndimage import distance_transform_edt
 from xaibench.api import GroundTruth, MetricInput, Sample
 from xaibench.imaging import resize_bilinear
 from xaibench.metrics.alignment import formulas as al
-from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS, SHARED_KEY, AlignmentBatch
+from xaibench.metrics.alignment.batch import AlignmentBatch
 from xaibench.metrics.normalise import normalise_levels, normalise_saliency
+from xaibench.metrics.plugin import METRICS
 
+ALIGNMENT_METRICS = [cls for cls in METRICS if cls.family == "alignment"]
 BY_NAME = {cls.name: cls for cls in ALIGNMENT_METRICS}
 
 
@@ -419,7 +421,7 @@ def test_metric_batch_groups_sizes_and_matches_pure_functions():
                 "fn_mae": lambda E, A: al.mae_scores(E, A.astype(np.float32))["fn_mae"],
             }[name](E, A)
             assert out.values[i] == pytest.approx(pure.values[0], abs=1e-12), (name, i)
-    assert len(batch.shared[SHARED_KEY].groups) == 3
+    assert len(AlignmentBatch.of(batch).groups) == 3
 
 
 def test_metric_shared_state_is_computed_once():
@@ -427,15 +429,17 @@ def test_metric_shared_state_is_computed_once():
     m[2:5, 2:5] = True
     batch = batch_of(np.random.default_rng(0).random((2, 8, 8)).astype(np.float32), [GroundTruth(mask=m)] * 2)
     score("iou", batch)
-    ctx = batch.shared[SHARED_KEY]
-    assert isinstance(ctx, AlignmentBatch)
+    assert AlignmentBatch.key(batch) in batch.memo
+    ctx = AlignmentBatch.of(batch)
+    assert len(batch.memo) == 2  # the normalised batch and the top-k scores
     for name in ("precision", "recall", "f1"):
         score(name, batch)
-    assert batch.shared[SHARED_KEY] is ctx
-    assert list(ctx._cache) == ["topk"]  # four metrics, one computation
+    assert AlignmentBatch.of(batch) is ctx
+    assert len(batch.memo) == 2 and ctx.scores_key(("topk",)) in batch.memo  # four metrics, one computation
     score("iou_t50", batch)
     score("iou_t50", batch, theta=0.3)
-    assert set(ctx._cache) == {"topk", ("threshold", 0.5), ("threshold", 0.3)}
+    assert len(batch.memo) == 4
+    assert ctx.scores_key(("threshold", 0.5)) in batch.memo and ctx.scores_key(("threshold", 0.3)) in batch.memo
 
 
 def test_metric_na_reasons_are_counted_never_dropped():

@@ -19,9 +19,11 @@ from scipy.sparse.linalg import spsolve
 from xaibench.api import ForwardCounter, MetricInput, Model, Sample
 from xaibench.metrics.faithfulness import formulas as fm
 from xaibench.metrics.faithfulness.imputation import NEIGHBOUR_WEIGHTS, linear_imputation, noisy_linear_imputation
-from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
 from xaibench.metrics.faithfulness.perturbation import pixel_count, saliency_order
+from xaibench.metrics.other import formulas as fo
+from xaibench.metrics.plugin import METRICS as BUILTIN_METRICS
 
+FAITHFULNESS_METRICS = [cls for cls in BUILTIN_METRICS if cls.family in ("faithfulness", "other")]
 METRICS = {cls.name: cls for cls in FAITHFULNESS_METRICS}
 
 
@@ -227,7 +229,7 @@ def test_sparseness_closed_forms():
     out = run("sparseness", batch)
     assert out.values[0] == pytest.approx(1 - k / n, abs=1e-12)
     assert out.values[1] == pytest.approx((n - 1) / (3 * n), abs=1e-12)
-    assert fm.gini(np.ones(10)) == 0.0
+    assert fo.gini(np.ones(10)) == 0.0
 
 
 def test_sparseness_all_zero_map_is_na():
@@ -408,7 +410,7 @@ def test_forward_pass_counts_and_sharing():
     nec = run("road_necessity", batch)
     faith = run("road_faithfulness", batch)
     assert suff.forward_passes == nec.forward_passes == 3 * 50  # odd i = 1..99
-    assert faith.forward_passes == 0  # both curves reused from batch.shared
+    assert faith.forward_passes == 0  # both curves reused from batch.memo
     np.testing.assert_allclose(
         faith.values, 2 * suff.values * nec.values / (suff.values + nec.values), rtol=0, atol=1e-15
     )

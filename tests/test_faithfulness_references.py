@@ -37,13 +37,13 @@ import torch
 
 from xaibench.api import ForwardCounter, MetricInput, Model, Sample
 from xaibench.metrics.faithfulness.imputation import linear_imputation
-from xaibench.metrics.faithfulness.metrics import FAITHFULNESS_METRICS
+from xaibench.metrics.plugin import METRICS as BUILTIN_METRICS
 
 quantus = pytest.importorskip("quantus")
 road = pytest.importorskip("pytorch_grad_cam.metrics.road")
 model_targets = pytest.importorskip("pytorch_grad_cam.utils.model_targets")
 
-METRICS = {cls.name: cls for cls in FAITHFULNESS_METRICS}
+METRICS = {cls.name: cls for cls in BUILTIN_METRICS}
 SIZE = 20
 PERCENTS = list(range(1, 100, 2))
 SIGMA = 0.01

@@ -399,7 +399,6 @@ def test_train_from_table_end_to_end_then_score(toy, tmp_path: Path) -> None:
     metrics = [toy.create("metric", f"pasta_q{q}", checkpoint=str(out)) for q in range(1, 7)]
     assert metrics[0].params["label"] == PROXY_LABEL and metrics[0].params["render"] == "xaibench-jet-overlay/1"
     ToyImageEncoder.calls.clear()
-    shared: dict[Any, Any] = {}
     batch = MetricInput(
         saliency=maps,
         concepts=None,
@@ -407,9 +406,9 @@ def test_train_from_table_end_to_end_then_score(toy, tmp_path: Path) -> None:
         targets=track.targets,
         inputs=track.inputs,
         model=track.model,
-        shared=shared,
     )
     values = np.stack([m.score(batch).values for m in metrics], axis=1)
+    assert len(batch.memo) == 1  # one scored batch, shared by the six metrics
     assert values.shape == (3, 6) and np.all((values >= 1) & (values <= 5))
     assert sum(ToyImageEncoder.calls) <= 3  # embedded once (or served from the embedding cache)
     concept_batch = MetricInput(

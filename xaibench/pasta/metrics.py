@@ -26,7 +26,6 @@ import numpy as np
 
 from xaibench.api import Metric, MetricInput, MetricOutput
 from xaibench.pasta.checkpoint import DEFAULT_CHECKPOINT
-from xaibench.pasta.network import QUESTIONS
 
 __all__ = ["PASTA_METRICS", "QUESTION_TEXT", "PastaQ1", "PastaQ2", "PastaQ3", "PastaQ4", "PastaQ5", "PastaQ6"]
 
@@ -74,35 +73,65 @@ class _PastaMetric(Metric):
         if self._scorer is None:
             return MetricOutput.not_applicable(n, self._error or "no PASTA checkpoint")
         kind = "concept" if batch.saliency is None and batch.concepts is not None else "saliency"
-        key = ("pasta", self._scorer.checkpoint.sha256, kind)
-        if key not in batch.shared:
-            batch.shared[key] = self._scorer.score(batch, kind)
-        scored = batch.shared[key]
+        scorer = self._scorer
+        scored = batch.memo.get(("pasta", scorer.checkpoint.sha256, kind), lambda: scorer.score(batch, kind))
         values = np.asarray(scored.scores[:, self.question], dtype=np.float64)
         return MetricOutput(values=values, reasons=list(scored.reasons))
 
 
-def _make(q: int) -> type[_PastaMetric]:
-    qid = QUESTIONS[q]
-    cls = type(
-        f"Pasta{qid}",
-        (_PastaMetric,),
-        {
-            "name": f"pasta_{qid.lower()}",
-            "question": q,
-            "ranking": q == 0,
-            "description": f"PASTA {qid}: predicted 1-5 star rating, {QUESTION_TEXT[qid]} (default: proxy checkpoint)",
-            "__doc__": f"Predicted 1-5 star rating for PASTA question {qid}: {QUESTION_TEXT[qid]}.",
-            "__module__": __name__,
-        },
-    )
-    return cls
+class PastaQ1(_PastaMetric):
+    """Predicted 1-5 star rating for PASTA question Q1: the explanation is consistent with how I would
+    explain the class. Stars (1-5), higher is better; the one PASTA metric in the perceptual rank."""
+
+    name = "pasta_q1"
+    question = 0
+    ranking = True
+    description = f"PASTA Q1: predicted 1-5 star rating, {QUESTION_TEXT['Q1']} (default: proxy checkpoint)"
 
 
-PastaQ1 = _make(0)
-PastaQ2 = _make(1)
-PastaQ3 = _make(2)
-PastaQ4 = _make(3)
-PastaQ5 = _make(4)
-PastaQ6 = _make(5)
+class PastaQ2(_PastaMetric):
+    """Predicted 1-5 star rating for PASTA question Q2: the explanation can be trusted. Stars (1-5),
+    higher is better; not ranked."""
+
+    name = "pasta_q2"
+    question = 1
+    description = f"PASTA Q2: predicted 1-5 star rating, {QUESTION_TEXT['Q2']} (default: proxy checkpoint)"
+
+
+class PastaQ3(_PastaMetric):
+    """Predicted 1-5 star rating for PASTA question Q3: the explanation is easy to understand.
+    Stars (1-5), higher is better; not ranked."""
+
+    name = "pasta_q3"
+    question = 2
+    description = f"PASTA Q3: predicted 1-5 star rating, {QUESTION_TEXT['Q3']} (default: proxy checkpoint)"
+
+
+class PastaQ4(_PastaMetric):
+    """Predicted 1-5 star rating for PASTA question Q4: the explanation can be understood by a large
+    number of people. Stars (1-5), higher is better; not ranked."""
+
+    name = "pasta_q4"
+    question = 3
+    description = f"PASTA Q4: predicted 1-5 star rating, {QUESTION_TEXT['Q4']} (default: proxy checkpoint)"
+
+
+class PastaQ5(_PastaMetric):
+    """Predicted 1-5 star rating for PASTA question Q5: how much the explanation changed under a light
+    perturbation. Stars (1-5) on the raters' scale (direction ``higher``); not ranked."""
+
+    name = "pasta_q5"
+    question = 4
+    description = f"PASTA Q5: predicted 1-5 star rating, {QUESTION_TEXT['Q5']} (default: proxy checkpoint)"
+
+
+class PastaQ6(_PastaMetric):
+    """Predicted 1-5 star rating for PASTA question Q6: how much the explanation changed under a strong
+    perturbation. Stars (1-5) on the raters' scale (direction ``higher``); not ranked."""
+
+    name = "pasta_q6"
+    question = 5
+    description = f"PASTA Q6: predicted 1-5 star rating, {QUESTION_TEXT['Q6']} (default: proxy checkpoint)"
+
+
 PASTA_METRICS: tuple[type[Metric], ...] = (PastaQ1, PastaQ2, PastaQ3, PastaQ4, PastaQ5, PastaQ6)

@@ -3,7 +3,7 @@
 A :class:`PastaScorer` is built once per checkpoint file (process-wide cache keyed by path,
 size and mtime). ``score(batch)`` returns ``(N, 6)`` ratings in [1, 5] with NaN and a reason
 where the score does not apply; the six ``pasta_q*`` metrics share one result per batch through
-``MetricInput.shared``.
+the batch's memo (``MetricInput.memo``, key ``("pasta", checkpoint digest, kind)``).
 """
 
 from __future__ import annotations

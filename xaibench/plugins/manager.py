@@ -248,7 +248,9 @@ class Registry:
         try:
             return cls(**params)
         except (TypeError, ValueError) as exc:
-            raise XaibenchError(f"{kind} {name!r}: {exc}") from exc
+            prefix = f"{kind} {name!r}: "
+            text = str(exc)
+            raise XaibenchError(text if text.startswith(prefix) else prefix + text) from exc
 
     def info(self, kind: str, name: str) -> ComponentInfo:
         return self.entry(kind, name).info

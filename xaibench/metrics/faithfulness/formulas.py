@@ -71,27 +71,3 @@ def average_drop(p_clean: np.ndarray, p_masked: np.ndarray) -> np.ndarray:
     p1 = np.asarray(p_masked, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(p0 > 0, np.maximum(0.0, p0 - p1) / np.where(p0 > 0, p0, 1.0) * 100.0, np.nan)
-
-
-def gini(values: np.ndarray) -> float:
-    """Gini index of ``|values|`` flattened: sum((2i - n - 1) x_i) / (n sum x_i), x ascending.
-
-    Higher is sparser, in [0, 1 - 1/n]. NaN when every value is 0 (0 / 0).
-    """
-    x = np.sort(np.abs(np.asarray(values, dtype=np.float64)).ravel())
-    n = x.size
-    total = x.sum()
-    if n == 0 or total == 0:
-        return float("nan")
-    i = np.arange(1, n + 1, dtype=np.float64)
-    return float(np.sum((2.0 * i - n - 1.0) * x) / (n * total))
-
-
-def relative_distance(reference: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """||E - E'_j||_2 / ||E||_2 for each E'_j in ``others`` (``(n, ...)``); NaN if ||E|| = 0."""
-    ref = np.asarray(reference, dtype=np.float64).ravel()
-    oth = np.asarray(others, dtype=np.float64).reshape(len(others), -1)
-    norm = np.linalg.norm(ref)
-    if norm == 0:
-        return np.full(len(oth), np.nan)
-    return np.linalg.norm(oth - ref[None], axis=1) / norm

@@ -1,0 +1,333 @@
+"""ROAD (Rong et al. 2022), DESIGN 3: remove-and-debias scores from one probability curve per
+(sample, pixel order, perturbation).
+
+:class:`RoadSufficiency` perturbs the least salient pixels first, :class:`RoadNecessity` the most
+salient first and :class:`RoadFaithfulness` is their harmonic mean. Each exists once per
+perturbation: noisy linear imputation (the default, ``road``), ``black``, ``uniform`` and
+``gaussian`` (see :mod:`~xaibench.metrics.faithfulness.perturbation`). Every curve is memoised in
+the batch's memo, so ``road_faithfulness`` reuses the curves of ``road_sufficiency`` and
+``road_necessity`` computed on the same batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from xaibench.api import MetricOutput
+from xaibench.metrics.faithfulness import formulas as fm
+from xaibench.metrics.faithfulness.base import FaithfulnessMetric, unscored
+from xaibench.metrics.faithfulness.context import OWNER, BatchedScorer, FaithfulnessBatch, prefetched
+from xaibench.metrics.faithfulness.perturbation import (
+    Order,
+    Perturbation,
+    first_k_masks,
+    noise_field,
+    perturb,
+    pixel_count,
+    saliency_order,
+)
+from xaibench.params import Param
+from xaibench.seeds import sample_rng
+
+
+def _curve_key(
+    ctx: FaithfulnessBatch, b: int, order: Order, perturbation: Perturbation, params: Mapping[str, Any]
+) -> tuple:
+    return (
+        OWNER,
+        "road_curve",
+        ctx.ids[b],
+        ctx.digests[b],
+        int(ctx.targets[b]),
+        order,
+        perturbation,
+        float(params["road_noise"]) if perturbation == "road" else None,
+        tuple(fm.road_percents(params["thresholds"]).tolist()),
+        ctx.seed,
+    )
+
+
+def road_curves(
+    ctx: FaithfulnessBatch,
+    perturbation: Perturbation,
+    orders: Iterable[Order],
+    params: Mapping[str, Any],
+) -> dict[tuple[int, Order], np.ndarray]:
+    """p(x'_i) for i in :func:`~xaibench.metrics.faithfulness.formulas.road_percents`, per
+    (valid sample, order).
+
+    Each curve is computed once per batch and memoised in ``ctx.memo``; the perturbed images of
+    all missing curves are scored together in batches.
+    """
+    percents = fm.road_percents(params["thresholds"])
+    counts = pixel_count(percents, 100, ctx.pixels)
+    todo = np.unique(counts[counts > 0])
+    p0 = ctx.clean_probabilities()
+    scorer = BatchedScorer(ctx)
+    pending: dict[tuple[int, Order], tuple] = {}
+    out: dict[tuple[int, Order], np.ndarray] = {}
+    fields: dict[int, torch.Tensor | None] = {}
+    for b in range(len(ctx.ids)):
+        if ctx.valid[b]:
+            continue
+        for order in orders:
+            key = _curve_key(ctx, b, order, perturbation, params)
+            if key in ctx.memo:
+                out[(b, order)] = ctx.memo.lookup(key)
+                continue
+            if b not in fields:
+                rng = sample_rng(ctx.seed, ctx.ids[b], f"road/{perturbation}")
+                fields[b] = noise_field(perturbation, tuple(ctx.inputs.shape[1:]), rng, ctx.mean, ctx.std)
+            pending[(b, order)] = key
+
+    def build(job: tuple[int, Order]) -> torch.Tensor:
+        b, order = job
+        ranking = saliency_order(ctx.saliency[b : b + 1], order)[0]
+        masks = first_k_masks(ranking, todo, ctx.saliency.shape[1:])
+        noise = float(params["road_noise"])
+        return perturb(ctx.inputs[b], masks, perturbation, fields[b], mean=ctx.mean, std=ctx.std, road_noise=noise)
+
+    # The imputation (SciPy's SuperLU releases the GIL) of the next curve runs while this one is scored.
+    for (b, order), images in prefetched(build, list(pending), threaded=perturbation == "road"):
+        scorer.add((b, order), images, int(ctx.targets[b]))
+    scored = scorer.finish()
+    for (b, order), key in pending.items():
+        lookup = {0: float(p0[b]), **{int(c): float(p) for c, p in zip(todo, scored[(b, order)], strict=True)}}
+        curve = np.array([lookup[int(c)] for c in counts])
+        ctx.memo.put(key, curve)
+        out[(b, order)] = curve
+    return out
+
+
+class RoadMetric(FaithfulnessMetric):
+    """Base of the ROAD metrics: ``orders`` are the pixel orders whose curves a metric reads
+    (``ascending``: least salient first, for sufficiency; ``descending``: most salient first,
+    for necessity), ``perturbation`` what replaces the removed pixels, and :meth:`combine`
+    turns the per-order scores into the metric's value. Score in [0, 1], higher is better.
+
+    Parameters: ``thresholds``, integer percents t in (1, 100] (stored sorted and unique), and
+    ``road_noise``, the noise sigma (>= 0) of the ``road`` imputation.
+    """
+
+    direction = "higher"
+    unit = "score in [0, 1]"
+    perturbation: ClassVar[Perturbation] = "road"
+    orders: ClassVar[tuple[Order, ...]] = ()
+    default_params: ClassVar[Mapping[str, Any]] = {"thresholds": fm.DEFAULT_THRESHOLDS, "road_noise": 0.01}
+    param_specs: ClassVar[Mapping[str, Param]] = {"road_noise": Param(float, low=0.0)}
+
+    def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        given = params["thresholds"]
+        try:
+            thresholds = tuple(given)
+        except TypeError:
+            thresholds = ()
+        if not thresholds or any(not isinstance(t, int) or isinstance(t, bool) or not 1 < t <= 100 for t in thresholds):
+            raise ValueError(
+                f"metric {self.name!r}: parameter 'thresholds' must be a non-empty list of integers in (1, 100], "
+                f"got {given!r}"
+            )
+        params["thresholds"] = tuple(sorted(set(thresholds)))
+        return params
+
+    def combine(self, scores: dict[str, float]) -> float:
+        """The metric's value from the per-order scores (keys ``sufficiency``, ``necessity``)."""
+        raise NotImplementedError
+
+    def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
+        curves_by = road_curves(ctx, self.perturbation, self.orders, self.params)
+        thresholds = self.params["thresholds"]
+        percents = fm.road_percents(thresholds)
+        p0 = ctx.clean_probabilities()
+        values, reasons, curves = unscored(len(ctx.ids))
+        for b in range(len(ctx.ids)):
+            if ctx.valid[b]:
+                reasons[b] = ctx.valid[b]
+                continue
+            parts: dict[str, Any] = {"percent": percents.tolist(), "threshold": list(thresholds)}
+            scores: dict[str, float] = {}
+            for order in self.orders:
+                probs = curves_by[(b, order)]
+                means = fm.road_prefix_means(percents, np.abs(p0[b] - probs), thresholds)
+                which = "sufficiency" if order == "ascending" else "necessity"
+                per_t = np.exp(-means) if which == "sufficiency" else 1.0 - np.exp(-means)
+                scores[which] = float(per_t.max())
+                parts[which] = {
+                    "order": order,
+                    "probability": probs.tolist(),
+                    "mean_d": means.tolist(),
+                    "value_at_threshold": per_t.tolist(),
+                    "value": scores[which],
+                }
+            values[b] = self.combine(scores)
+            parts["p_clean"] = float(p0[b])
+            curves[b] = parts
+        return MetricOutput(values=values, reasons=reasons, curves=curves)
+
+
+# ----------------------------------------------------------------------------- noisy linear imputation
+
+
+class RoadSufficiency(RoadMetric):
+    """ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing
+    the i % least salient pixels by noisy linear imputation (sigma ``road_noise``, default 0.01)
+    in normalised space. Score in [0, 1], higher is better."""
+
+    name = "road_sufficiency"
+    orders = ("ascending",)
+    description = (
+        "ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % least "
+        "salient pixels; perturbation: noisy linear imputation (sigma 0.01) in normalised space. Score in [0, 1], "
+        "higher is better."
+    )
+
+    def combine(self, scores: dict[str, float]) -> float:
+        return scores["sufficiency"]
+
+
+class RoadNecessity(RoadMetric):
+    """ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t,
+    perturbing the i % most salient pixels by noisy linear imputation (sigma ``road_noise``,
+    default 0.01) in normalised space. Score in [0, 1], higher is better."""
+
+    name = "road_necessity"
+    orders = ("descending",)
+    description = (
+        "ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % most "
+        "salient pixels; perturbation: noisy linear imputation (sigma 0.01) in normalised space. Score in [0, 1], "
+        "higher is better."
+    )
+
+    def combine(self, scores: dict[str, float]) -> float:
+        return scores["necessity"]
+
+
+class RoadFaithfulness(RoadMetric):
+    """ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity, both with noisy linear
+    imputation. The one ROAD metric in the faithfulness rank. Score in [0, 1], higher is better."""
+
+    name = "road_faithfulness"
+    orders = ("ascending", "descending")
+    ranking = True
+    description = (
+        "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity; perturbation: noisy linear imputation "
+        "(sigma 0.01) in normalised space. Score in [0, 1], higher is better."
+    )
+
+    def combine(self, scores: dict[str, float]) -> float:
+        return float(fm.harmonic_mean(scores["sufficiency"], scores["necessity"]))
+
+
+# ----------------------------------------------------------------------------- black pixels
+
+
+class RoadSufficiencyBlack(RoadSufficiency):
+    """ROAD sufficiency with black pixels (0 in pixel space). Score in [0, 1], higher is better."""
+
+    name = "road_sufficiency_black"
+    perturbation = "black"
+    description = (
+        "ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % least "
+        "salient pixels; perturbation: black pixels (0 in pixel space). Score in [0, 1], higher is better."
+    )
+
+
+class RoadNecessityBlack(RoadNecessity):
+    """ROAD necessity with black pixels (0 in pixel space). Score in [0, 1], higher is better."""
+
+    name = "road_necessity_black"
+    perturbation = "black"
+    description = (
+        "ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % most "
+        "salient pixels; perturbation: black pixels (0 in pixel space). Score in [0, 1], higher is better."
+    )
+
+
+class RoadFaithfulnessBlack(RoadFaithfulness):
+    """ROAD faithfulness with black pixels (0 in pixel space); not ranked. Score in [0, 1], higher is better."""
+
+    name = "road_faithfulness_black"
+    perturbation = "black"
+    ranking = False
+    description = (
+        "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity; perturbation: black pixels (0 in "
+        "pixel space). Score in [0, 1], higher is better."
+    )
+
+
+# ----------------------------------------------------------------------------- uniform noise
+
+
+class RoadSufficiencyUniform(RoadSufficiency):
+    """ROAD sufficiency with U(0, 1) noise in pixel space. Score in [0, 1], higher is better."""
+
+    name = "road_sufficiency_uniform"
+    perturbation = "uniform"
+    description = (
+        "ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % least "
+        "salient pixels; perturbation: U(0, 1) noise in pixel space. Score in [0, 1], higher is better."
+    )
+
+
+class RoadNecessityUniform(RoadNecessity):
+    """ROAD necessity with U(0, 1) noise in pixel space. Score in [0, 1], higher is better."""
+
+    name = "road_necessity_uniform"
+    perturbation = "uniform"
+    description = (
+        "ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % most "
+        "salient pixels; perturbation: U(0, 1) noise in pixel space. Score in [0, 1], higher is better."
+    )
+
+
+class RoadFaithfulnessUniform(RoadFaithfulness):
+    """ROAD faithfulness with U(0, 1) noise in pixel space; not ranked. Score in [0, 1], higher is better."""
+
+    name = "road_faithfulness_uniform"
+    perturbation = "uniform"
+    ranking = False
+    description = (
+        "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity; perturbation: U(0, 1) noise in "
+        "pixel space. Score in [0, 1], higher is better."
+    )
+
+
+# ----------------------------------------------------------------------------- gaussian noise
+
+
+class RoadSufficiencyGaussian(RoadSufficiency):
+    """ROAD sufficiency with N(0, 1) noise in normalised space. Score in [0, 1], higher is better."""
+
+    name = "road_sufficiency_gaussian"
+    perturbation = "gaussian"
+    description = (
+        "ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % least "
+        "salient pixels; perturbation: N(0, 1) noise in normalised space. Score in [0, 1], higher is better."
+    )
+
+
+class RoadNecessityGaussian(RoadNecessity):
+    """ROAD necessity with N(0, 1) noise in normalised space. Score in [0, 1], higher is better."""
+
+    name = "road_necessity_gaussian"
+    perturbation = "gaussian"
+    description = (
+        "ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % most "
+        "salient pixels; perturbation: N(0, 1) noise in normalised space. Score in [0, 1], higher is better."
+    )
+
+
+class RoadFaithfulnessGaussian(RoadFaithfulness):
+    """ROAD faithfulness with N(0, 1) noise in normalised space; not ranked. Score in [0, 1], higher is better."""
+
+    name = "road_faithfulness_gaussian"
+    perturbation = "gaussian"
+    ranking = False
+    description = (
+        "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity; perturbation: N(0, 1) noise in "
+        "normalised space. Score in [0, 1], higher is better."
+    )
