@@ -99,7 +99,6 @@ def _config(tmp_path: Path, explainers: list[str], **kw: Any) -> RunConfig:
         "metrics": list(METRICS),
         "limit": 6,
         "workdir": tmp_path / "work",
-        "submissions_dir": tmp_path / "submissions",
         "progress": False,
         "timeout": 2.0,
     }
@@ -113,7 +112,7 @@ def _metric(summary: dict[str, Any], explainer: str, metric: str, track: str = "
 
 def test_faulty_explainers_give_na_per_sample_and_the_run_goes_on(tmp_path: Path, registry: manager.Registry) -> None:
     registry.add_plugin(FaultyPlugin(), name="faulty")
-    summary = run(_config(tmp_path, ["raises", "nan", "constant", "wrong-shape", "slow", "oracle"]), registry)
+    summary = run(_config(tmp_path, ["raises", "nan", "constant", "wrong-shape", "slow", "oracle"]), registry).summary
     for name, reason in [("raises", "RuntimeError: boom"), ("nan", "NaN or inf"), ("constant", "constant map")]:
         m = _metric(summary, name, "iou")
         assert (m["n"], m["n_na"]) == (5, 1), name
@@ -128,14 +127,14 @@ def test_faulty_explainers_give_na_per_sample_and_the_run_goes_on(tmp_path: Path
 
 def test_resume_after_interrupt_has_no_duplicates_or_losses(tmp_path: Path, registry: manager.Registry) -> None:
     config = _config(tmp_path, ["gradient", "random"])
-    first = run(config, registry)
+    first = run(config, registry).summary
     records_path = config.workdir / "results" / "shapes.jsonl"
     lines = records_path.read_text().splitlines()
     assert len(lines) == 2 * len(METRICS) * 6
     # Simulate an interruption: the last third is lost and the final write is torn mid-line.
     keep = lines[: len(lines) * 2 // 3]
     records_path.write_text("\n".join(keep) + "\n" + lines[len(keep)][:40])
-    second = run(config, registry)
+    second = run(config, registry).summary
     keys = [
         json.loads(x)["key"] for x in records_path.read_text().splitlines() if x.startswith("{") and x.endswith("}")
     ]
@@ -146,9 +145,9 @@ def test_resume_after_interrupt_has_no_duplicates_or_losses(tmp_path: Path, regi
 
 
 def test_same_seed_same_numbers_and_other_seed_differs(tmp_path: Path, registry: manager.Registry) -> None:
-    a = run(_config(tmp_path / "a", ["random", "gradient"]), registry)
-    b = run(_config(tmp_path / "b", ["random", "gradient"]), registry)
-    c = run(_config(tmp_path / "c", ["random"], seed=7), registry)
+    a = run(_config(tmp_path / "a", ["random", "gradient"]), registry).summary
+    b = run(_config(tmp_path / "b", ["random", "gradient"]), registry).summary
+    c = run(_config(tmp_path / "c", ["random"], seed=7), registry).summary
     for name in ("random", "gradient"):
         for metric in METRICS:
             assert _metric(a, name, metric) == _metric(b, name, metric)
@@ -159,9 +158,9 @@ def test_explanation_cache_is_reused_but_never_across_models(tmp_path: Path, reg
     config = _config(tmp_path, ["gradient"])
     run(config, registry)
     (config.workdir / "results" / "shapes.jsonl").unlink()  # force re-scoring, keep the explanation cache
-    again = run(config, registry)
+    again = run(config, registry).summary
     assert again["tracks"]["shapes"]["explainers"]["gradient"]["explained"] == {"computed": 0, "cached": 6, "failed": 0}
-    other = run(_config(tmp_path, ["gradient"], tracks=["shapes-shortcut"]), registry)
+    other = run(_config(tmp_path, ["gradient"], tracks=["shapes-shortcut"]), registry).summary
     assert other["tracks"]["shapes-shortcut"]["explainers"]["gradient"]["explained"]["cached"] == 0
 
 

@@ -1,15 +1,24 @@
-"""`xaibench score` on a folder dataset: the DESIGN 8 JSON shape, oracle values and bad inputs."""
+"""`xaibench score`: the DESIGN 8 JSON shape, oracle values and bad inputs on a folder dataset, and
+the same per-sample values as `xaibench run` for the same maps and seed."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
+from xaibench import hookimpl
+from xaibench.api import Explainer, TrackSpec
 from xaibench.cli import main
+from xaibench.plugins import manager
+from xaibench.runner.explain import explain_track
+from xaibench.runner.run import RunConfig, run
+from xaibench.runner.track import load_track
 
 
 def _folder(root: Path, n: int = 3, size: tuple[int, int] = (40, 60)) -> dict[str, np.ndarray]:
@@ -80,3 +89,79 @@ def test_score_rejects_a_map_that_is_not_2d(tmp_path: Path, capsys: pytest.Captu
     np.save(tmp_path / "maps" / "img0.npy", np.zeros((2, 3, 4)))
     code, _, err = _score(capsys, "--dataset", str(tmp_path / "data"), "--explanations", str(tmp_path / "maps"))
     assert code == 1 and "img0.npy" in err and "2-D" in err
+
+
+# ----------------------------------------------------------------------------- score == run
+
+CONSTANT = "shapes-test-0002"
+# Metrics that need no explainer (score has none): alignment, faithfulness (one seeded with the
+# run seed: ROAD with uniform noise) and sparseness.
+SHARED = (
+    "iou", "pointing_game", "mass_accuracy", "iou_avg", "deletion", "insertion", "average_drop",
+    "road_faithfulness_uniform", "sparseness",
+)  # fmt: skip
+
+
+class _Fixed(Explainer):
+    """Deterministic maps from the input pixels; a constant map for one sample."""
+
+    name = "fixed-test"
+    version = "1.0.0"
+
+    def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
+        maps = inputs.detach().float().abs().sum(dim=1) + torch.linspace(0.0, 1.0, inputs.shape[-1])
+        for j, sample in enumerate(context.samples):
+            if sample.id == CONSTANT:
+                maps[j] = 1.0
+        return maps.numpy()
+
+
+class _FixedPlugin:
+    @hookimpl
+    def register_explainers(self, register: Any) -> None:
+        register(_Fixed)
+
+
+@pytest.fixture()
+def registry(monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
+    reg = manager.Registry()
+    monkeypatch.setattr(manager, "_REGISTRY", reg)
+    return reg
+
+
+def test_score_and_run_give_identical_values_for_identical_maps(
+    tmp_path: Path, registry: manager.Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry.add_plugin(_FixedPlugin(), name="fixed")
+    seed, limit = 3, 6
+    config = RunConfig(
+        explainers=["fixed-test"], tracks=["shapes"], metrics=list(SHARED), seed=seed, limit=limit,
+        workdir=tmp_path / "work", progress=False, examples=0,
+    )  # fmt: skip
+    summary = run(config, registry).summary["tracks"]["shapes"]["explainers"]["fixed-test"]["metrics"]
+    lines = (tmp_path / "work" / "results" / "shapes.jsonl").read_text().splitlines()
+    ran = {(r["metric"], r["sample_id"]): r["value"] for r in map(json.loads, lines)}
+    assert len(ran) == len(SHARED) * limit
+
+    # The same maps as files: the explainer's output on the run's track (the constant one included).
+    track = load_track(TrackSpec(name="shapes", dataset="shapes", model="shapes-cnn"), registry, limit=limit)
+    ids = [s.id for s in track.samples]
+    maps = tmp_path / "maps"
+    maps.mkdir()
+    explained = explain_track(track, _Fixed(), cache=None, seed=seed)
+    assert set(explained.failures) == {CONSTANT}
+    for sid, value in explained.values.items():
+        np.save(maps / f"{sid}.npy", value)
+    np.save(maps / f"{CONSTANT}.npy", np.ones(track.inputs.shape[-2:], dtype=np.float32))
+
+    args = ["--dataset", "shapes", "--model", "shapes-cnn", "--explanations", str(maps), "--seed", str(seed)]
+    code, out, err = _score(capsys, *args, *(a for m in SHARED for a in ("--metric", m)), "--json")
+    assert code == 0, err
+    scored = json.loads(out)["metrics"]
+    for metric in SHARED:
+        per_sample = scored[metric]["per_sample"]
+        assert {sid: per_sample[sid] for sid in ids} == {sid: ran[(metric, sid)] for sid in ids}, metric
+        assert per_sample[CONSTANT] is None and ran[(metric, CONSTANT)] is None  # n/a in both
+        assert all(v is None for sid, v in per_sample.items() if sid not in ids)  # no file: n/a
+        assert sum(v is not None for v in per_sample.values()) == scored[metric]["n"] > 0, metric
+        assert (scored[metric]["mean"], scored[metric]["n"]) == (summary[metric]["mean"], summary[metric]["n"])

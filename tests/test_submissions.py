@@ -208,6 +208,7 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
 def test_run_writes_valid_submissions_with_overlays_histograms_curves(
     tmp_path: Path, registry: manager.Registry
 ) -> None:
+    from xaibench.publish.submission import write_run
     from xaibench.runner.run import RunConfig, run
 
     config = RunConfig(
@@ -216,11 +217,16 @@ def test_run_writes_valid_submissions_with_overlays_histograms_curves(
         metrics=["iou", "deletion"],
         limit=5,
         workdir=tmp_path / "work",
-        submissions_dir=tmp_path / "subs",
         progress=False,
         examples=2,
     )
-    run(config, registry)
+    result = run(config, registry)
+    assert "examples" not in result.summary["tracks"]["shapes"]["explainers"]["random"]  # publishing renders them
+    assert [(s.track, s.explainer["name"], len(s.examples)) for s in result.examples] == [
+        ("shapes", "random", 2),
+        ("shapes", "oracle", 2),
+    ]
+    write_run(result, registry, tmp_path / "subs")
     subs = dict((p.stem, d) for p, d in load_submissions(tmp_path / "subs"))
     assert set(subs) == {"oracle", "random"}
     for path in sorted((tmp_path / "subs").glob("*.json")):
@@ -248,7 +254,7 @@ def test_run_writes_valid_submissions_with_overlays_histograms_curves(
     edited = json.loads(path.read_text())
     edited["disclosure"].update(notes="seed sweep done elsewhere", tuned_on_benchmark=True)
     path.write_text(json.dumps(edited))
-    run(config, registry)
+    write_run(run(config, registry), registry, tmp_path / "subs")
     again = json.loads(path.read_text())
     assert again["disclosure"] == {
         "tuned_on_benchmark": True,
@@ -282,12 +288,14 @@ class _FailsOnFirst(Explainer):
 def test_examples_concept_sentences_and_failed_samples_are_not_retried(tmp_path: Path) -> None:
     from xaibench.pasta.render import concept_sentence
     from xaibench.plugins.manager import get_registry
-    from xaibench.publish.examples import save_examples
+    from xaibench.publish.examples import render_examples
+    from xaibench.runner.examples import collect_examples
     from xaibench.runner.track import load_track
 
     track = load_track(TrackSpec(name="shapes", dataset="shapes", model="shapes-cnn"), get_registry(), limit=3)
     block = {"name": "x", "params_digest": "d"}
-    entries = save_examples(track, _Concepts(), block, {}, tmp_path, cache=None, seed=0, timeout=None, k=2)
+    chosen = collect_examples(track, _Concepts(), block, {}, cache=None, seed=0, timeout=None, k=2)
+    entries = render_examples(chosen, tmp_path)
     names = [track.model.label_names[int(t)] for t in track.targets[:2]]
     assert [e["sentence"] for e in entries] == [
         concept_sentence({"stripes": 0.5, "<b>fur</b>": 0.9}, target=n) for n in names
@@ -297,10 +305,10 @@ def test_examples_concept_sentences_and_failed_samples_are_not_retried(tmp_path:
     explainer = _FailsOnFirst()
     have = {"shapes-test-0001": np.eye(track.inputs.shape[-1], dtype=np.float32)}
     failed = {"shapes-test-0000": "explainer raised RuntimeError: boom"}
-    entries = save_examples(
-        track, explainer, block, have, tmp_path, cache=None, seed=0, timeout=None, k=3, failed=failed
-    )
+    chosen = collect_examples(track, explainer, block, have, cache=None, seed=0, timeout=None, k=3, failed=failed)
     assert _FailsOnFirst.calls == 1  # only sample 2 was explained here: 0 failed this run, 1 was given
+    assert [e.sample_id for e in chosen.examples] == [s.id for s in track.samples]
+    entries = render_examples(chosen, tmp_path)
     assert entries[0] == {**entries[0], "na_reason": failed["shapes-test-0000"]} and "png" not in entries[0]
     assert [e["png"] for e in entries[1:]] == [
         "assets/x@d/shapes/1-shapes-test-0001.png",

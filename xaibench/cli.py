@@ -129,6 +129,7 @@ def run(
     quiet: bool,
 ) -> None:
     """Explain and score every track of a suite, then print the ranked leaderboard."""
+    from xaibench.publish.submission import write_run
     from xaibench.runner.run import RunConfig
     from xaibench.runner.run import run as run_suite
 
@@ -143,15 +144,17 @@ def run(
         seed=seed,
         limit=limit,
         workdir=workdir,
-        submissions_dir=submissions_dir,
         forward_batch=batch_size,
         timeout=timeout or None,
         progress=not quiet,
         use_cache=not no_cache,
         threads=threads,
     )
-    summary = run_suite(config, get_registry())
+    registry = get_registry()
+    result = run_suite(config, registry)
+    summary = result.summary
     failed = {t: s["error"] for t, s in summary["tracks"].items() if "error" in s}
+    write_run(result, registry, submissions_dir)  # publishing sits above the runner: the CLI calls it
     publish(submissions_dir, leaderboard_dir, None, with_site=True)
     console.print(f"wall time {summary['run']['wall_time_s']:.1f} s; records in {workdir}/results")
     if failed:

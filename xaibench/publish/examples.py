@@ -1,7 +1,9 @@
 """Example overlays for submissions: the first few explanations of each track, as people see them.
 
-``run`` stores, per track and explainer, the canonical overlay (:func:`xaibench.pasta.render.render_overlay`)
-of the first :data:`EXAMPLES_PER_TRACK` samples as PNG files next to the submissions::
+The runner hands over, per track and explainer, the explanations of the first
+:data:`~xaibench.runner.examples.EXAMPLES_PER_TRACK` samples (:class:`~xaibench.runner.examples.ExampleSet`);
+``xaibench run`` then stores their canonical overlays (:func:`xaibench.pasta.render.render_overlay`)
+as PNG files next to the submissions::
 
     <submissions>/assets/<explainer>@<params digest>/<track>/<k>-<sample id>.png
 
@@ -16,20 +18,17 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from xaibench.api import Explainer
 from xaibench.files import write_bytes_atomic
 from xaibench.pasta.render import concept_sentence, render_id, render_overlay
-from xaibench.runner.cache import ExplanationCache
-from xaibench.runner.track import TrackContext
+from xaibench.runner.examples import ExampleSet
 
-EXAMPLES_PER_TRACK = 4
 ASSETS_DIR = "assets"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
 
@@ -53,62 +52,34 @@ def png_bytes(image: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def save_examples(
-    track: TrackContext,
-    explainer: Explainer,
-    explainer_block: Mapping[str, Any],
-    have: Mapping[str, Any],
-    folder: Path,
-    *,
-    cache: ExplanationCache | None,
-    seed: int,
-    timeout: float | None,
-    k: int = EXAMPLES_PER_TRACK,
-    failed: Mapping[str, str] | None = None,
-) -> list[dict[str, Any]]:
-    """Render and write the overlays of the first ``k`` samples; return their submission entries.
+def render_examples(examples: ExampleSet, folder: Path) -> list[dict[str, Any]]:
+    """Write the overlays of one explainer's examples on one track; return their submission entries.
 
-    ``have`` holds explanations already computed this run (sample id -> map) and ``failed``
-    the reasons of those that failed this run (not retried); the others are read from the
-    explanation cache or, without one, computed again (``k`` samples only). A sample whose
-    explanation failed gets an entry with ``na_reason`` and no file.
+    An example whose explanation failed gets an entry with ``na_reason`` and no file; concept
+    weights become their canonical sentence.
     """
-    if k <= 0 or explainer.kind not in ("saliency", "concept"):
-        return []
-    from xaibench.runner.explain import explain_track
-
-    chosen = track.samples[:k]
-    maps: dict[str, Any] = {s.id: have[s.id] for s in chosen if s.id in have}
-    failures: dict[str, str] = dict(failed or {})
-    missing = {s.id for s in chosen if s.id not in maps and s.id not in failures}
-    if missing:
-        more = explain_track(track, explainer, cache=cache, seed=seed, batch_size=k, timeout=timeout, only=missing)
-        maps.update(more.values)
-        failures.update(more.failures)
-    index = track.sample_index()
-    labels = list(getattr(track.model, "label_names", ()) or ())
-    rel_folder = example_folder(explainer_block, track.spec.name)
+    rel_folder = example_folder(examples.explainer, examples.track)
     entries: list[dict[str, Any]] = []
-    for position, sample in enumerate(chosen):
-        target = int(track.targets[index[sample.id]])
-        name = labels[target] if 0 <= target < len(labels) else None
+    for position, example in enumerate(examples.examples):
         entry: dict[str, Any] = {
-            "sample_id": sample.id,
-            "target": target,
-            "target_name": name,
-            "render": render_id(explainer.kind),
+            "sample_id": example.sample_id,
+            "target": example.target,
+            "target_name": example.target_name,
+            "render": render_id(examples.kind),
         }
-        if sample.id not in maps:
-            entry["na_reason"] = failures.get(sample.id, "no explanation")
-            entries.append(entry)
-            continue
-        if explainer.kind == "concept":
-            entry["sentence"] = concept_sentence(maps[sample.id], target=name)
-            entries.append(entry)
-            continue
-        data = png_bytes(render_overlay(sample.image, np.asarray(maps[sample.id])))
-        rel = f"{rel_folder}/{position}-{safe_name(sample.id)}.png"
-        write_bytes_atomic(folder / rel, data)
-        entry.update(png=rel, sha256=hashlib.sha256(data).hexdigest())
+        if example.explanation is None:
+            entry["na_reason"] = example.na_reason or "no explanation"
+        elif examples.kind == "concept":
+            entry["sentence"] = concept_sentence(example.explanation, target=example.target_name)
+        else:
+            data = png_bytes(render_overlay(example.image, np.asarray(example.explanation)))
+            rel = f"{rel_folder}/{position}-{safe_name(example.sample_id)}.png"
+            write_bytes_atomic(folder / rel, data)
+            entry.update(png=rel, sha256=hashlib.sha256(data).hexdigest())
         entries.append(entry)
     return entries
+
+
+def write_examples(sets: Iterable[ExampleSet], folder: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Render every example set of a run; returns the entries by (track, explainer name)."""
+    return {(s.track, s.explainer["name"]): render_examples(s, folder) for s in sets}

@@ -14,12 +14,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
+from xaibench.publish.examples import write_examples
+from xaibench.runner.run import RunResult
 
 SUBMISSION_SCHEMA = "xaibench.submission/1"
 SUPPORTED_SCHEMAS = (SUBMISSION_SCHEMA,)
@@ -30,7 +33,14 @@ def submission_filename(explainer: str, params_digest: str, default_params: bool
     return f"{safe}.json" if default_params else f"{safe}@{params_digest}.json"
 
 
-def build_submission(summary: dict[str, Any], explainer: str, previous: dict[str, Any] | None) -> dict[str, Any]:
+def build_submission(
+    summary: dict[str, Any],
+    explainer: str,
+    previous: dict[str, Any] | None,
+    examples: Mapping[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """The submission of ``explainer`` from a run summary; ``examples`` are its example entries
+    per track (:func:`xaibench.publish.examples.render_examples`), ``previous`` its earlier file."""
     tracks: dict[str, Any] = dict(previous.get("tracks", {})) if previous else {}
     block: dict[str, Any] | None = None
     for track_name, track in summary["tracks"].items():
@@ -44,8 +54,8 @@ def build_submission(summary: dict[str, Any], explainer: str, previous: dict[str
             "explain_seconds": entry["explain_seconds"],
             "metrics": entry["metrics"],
         }
-        if "examples" in entry:
-            tracks[track_name]["examples"] = entry["examples"]
+        if examples is not None and track_name in examples:
+            tracks[track_name]["examples"] = examples[track_name]
     if block is None:
         raise KeyError(explainer)
     run = summary["run"]
@@ -69,8 +79,22 @@ def build_submission(summary: dict[str, Any], explainer: str, previous: dict[str
     }
 
 
-def write_submissions(summary: dict[str, Any], registry: Registry, folder: Path) -> list[Path]:
-    """Write or update one submission per explainer of the run (tracks of earlier runs are kept)."""
+def write_run(result: RunResult, registry: Registry, folder: Path) -> list[Path]:
+    """Publish one run into ``folder``: the example overlays, then one submission per explainer."""
+    return write_submissions(result.summary, registry, folder, examples=write_examples(result.examples, folder))
+
+
+def write_submissions(
+    summary: dict[str, Any],
+    registry: Registry,
+    folder: Path,
+    examples: Mapping[tuple[str, str], list[dict[str, Any]]] | None = None,
+) -> list[Path]:
+    """Write or update one submission per explainer of the run (tracks of earlier runs are kept).
+
+    ``examples`` holds the example entries by (track, explainer name), as
+    :func:`xaibench.publish.examples.write_examples` returns them.
+    """
     written: list[Path] = []
     names = sorted({e for t in summary["tracks"].values() for e in t.get("explainers", {})})
     for name in names:
@@ -91,7 +115,8 @@ def write_submissions(summary: dict[str, Any], registry: Registry, folder: Path)
                 or previous.get("seed") != summary["run"].get("seed")
             ):
                 previous = {"disclosure": previous.get("disclosure", {})}  # other results: keep only the disclosure
-        write_json_atomic(path, build_submission(summary, name, previous))
+        mine = {track: entries for (track, who), entries in (examples or {}).items() if who == name}
+        write_json_atomic(path, build_submission(summary, name, previous, mine))
         written.append(path)
     return written
 

@@ -44,14 +44,16 @@ def explain_track(
     A batch that raises is retried sample by sample so one bad sample cannot take
     the others down; each failure becomes an n/a reason for that sample.
     """
+    model, all_inputs, size = track.model, track.inputs, track.input_size
+    if model is None or all_inputs is None or size is None:
+        raise ValueError(f"track {track.spec.name!r} has no model to explain")
     out = Explanations()
-    size = (int(track.inputs.shape[-2]), int(track.inputs.shape[-1]))
     keys = {
         s.id: explanation_key(
             explainer=explainer.name,
             version=explainer.version,
             params=explainer.params,
-            model_identity=track.model.identity,
+            model_identity=model.identity,
             sample_id=s.id,
             sample_digest=track.digests[s.id],
             seed=seed,
@@ -75,12 +77,10 @@ def explain_track(
         batch_seed = derive_seed(seed, explainer.name, *(track.samples[i].id for i in indices))
         torch.manual_seed(batch_seed)
         np.random.seed(batch_seed % 2**32)
-        inputs = track.inputs[indices]
+        inputs = all_inputs[indices]
         targets = torch.as_tensor(track.targets[indices])
         context = ExplainContext(samples=[track.samples[i] for i in indices])
-        result = call_with_limit(
-            lambda: explainer.explain(track.model, inputs, targets, seed=seed, context=context), timeout
-        )
+        result = call_with_limit(lambda: explainer.explain(model, inputs, targets, seed=seed, context=context), timeout)
         if explainer.kind == "concept":
             result = list(result)
         elif isinstance(result, torch.Tensor):

@@ -1,6 +1,11 @@
-"""The run lifecycle: tracks -> explanations (cached) -> metric records -> summary + submissions.
+"""The run lifecycle: tracks -> explanations (cached) -> metric records -> summary (+ examples).
 
-See docs/architecture.md for the diagram.
+One :class:`Runner` holds the run's state (configuration, registry, explanation cache,
+progress, environment); per (track, explainer) it passes one :class:`ExplainerRun` forward
+through explain -> score -> examples -> summary. :func:`run` returns a :class:`RunResult`: the
+summary (also written to ``<workdir>/summary.json``) and the example explanations that
+publishing (:mod:`xaibench.publish`, a layer above) renders into the submissions. The runner
+itself writes only the work folder. See docs/architecture.md for the diagram.
 """
 
 from __future__ import annotations
@@ -15,19 +20,21 @@ from typing import Any
 
 import torch
 
-from xaibench import __version__
 from xaibench.api import Explainer, Metric, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
-from xaibench.runner.cache import ExplanationCache, digest
+from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.distributions import distribution_summary
-from xaibench.runner.evaluate import RecordKeyer, metric_record, score_track
-from xaibench.runner.explain import explain_track
+from xaibench.runner.evaluate import score_track
+from xaibench.runner.examples import EXAMPLES_PER_TRACK, ExampleSet, collect_examples
+from xaibench.runner.explain import Explanations, explain_track
 from xaibench.runner.progress import Progress
-from xaibench.runner.store import RECORD_SCHEMA, RecordStore
+from xaibench.runner.records import RecordMaker, explainer_block, metric_block
+from xaibench.runner.store import RecordStore
 from xaibench.runner.track import TrackContext, load_track
 from xaibench.stats import summarise
+from xaibench.version import __version__
 
 SUMMARY_SCHEMA = "xaibench.summary/1"
 # `--explainer default`: the built-in baselines plus GradCAM when its plugin is installed.
@@ -46,7 +53,6 @@ class RunConfig:
     seed: int = 0
     limit: int | None = None
     workdir: Path = Path(".xaibench")
-    submissions_dir: Path | None = Path("submissions")
     forward_batch: int = 64
     explain_batch: int = 16
     metric_batch: int = 16
@@ -54,7 +60,7 @@ class RunConfig:
     threads: int = 1
     progress: bool = True
     use_cache: bool = True
-    examples: int = 4  # example overlays per track and explainer stored with the submissions
+    examples: int = EXAMPLES_PER_TRACK  # example explanations per track and explainer, for the submissions
 
 
 def environment() -> dict[str, Any]:
@@ -114,44 +120,208 @@ def resolve_metrics(registry: Registry, track: TrackSpec, wanted: Sequence[str] 
     return [registry.create("metric", n, **dict(track.metric_params.get(n, {}))) for n in names]
 
 
-def run(config: RunConfig, registry: Registry) -> dict[str, Any]:
-    """Run every explainer on every track of the suite; returns the run summary."""
-    # One intra-op thread by default: measured here, two torch threads on 2 cores ran the shapes
-    # CNN 10x and EfficientNet-Lite0 1.6x slower than one as soon as anything else ran, and a
-    # fixed count keeps float reductions, hence numbers, identical between runs.
-    torch.set_num_threads(max(1, config.threads))
-    explainer_names = resolve_explainers(registry, config.explainers)
-    explainers = {n: registry.create("explainer", n, **config.explainer_params.get(n, {})) for n in explainer_names}
-    if config.metrics:
-        for m in config.metrics:
-            registry.entry("metric", m)
-    specs = resolve_tracks(registry, config.suite, config.tracks)
-    cache = ExplanationCache(config.workdir / "cache" / "explanations") if config.use_cache else None
-    env = environment()
-    started = dt.datetime.now(dt.UTC)
-    summary: dict[str, Any] = {
-        "schema": SUMMARY_SCHEMA,
-        "run": {
-            **env,
-            "suite": config.suite,
-            "seed": config.seed,
-            "limit": config.limit,
-            "started": started.isoformat(timespec="seconds"),
-            "plugins": plugin_versions(registry),
-        },
-        "tracks": {},
-    }
-    with Progress(enabled=config.progress) as progress:
-        for spec in specs:
-            summary["tracks"][spec.name] = run_track(spec, explainers, config, registry, cache, progress)
-    summary["run"]["wall_time_s"] = round((dt.datetime.now(dt.UTC) - started).total_seconds(), 3)
-    config.workdir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(config.workdir / "summary.json", summary)
-    if config.submissions_dir is not None:
-        from xaibench.publish.submission import write_submissions
+@dataclass
+class RunResult:
+    """What :func:`run` hands to publishing: the run summary and, per (track, explainer), the
+    example explanations of the first ``RunConfig.examples`` samples (none when that is 0)."""
 
-        summary["submissions"] = [str(p) for p in write_submissions(summary, registry, config.submissions_dir)]
-    return summary
+    summary: dict[str, Any]
+    examples: list[ExampleSet] = field(default_factory=list)
+
+
+@dataclass
+class ExplainerRun:
+    """The state of one explainer on one track, passed forward from step to step."""
+
+    track: TrackContext
+    explainer: Explainer
+    metrics: list[Metric]
+    store: RecordStore
+    block: dict[str, Any]  # the explainer's provenance (records, summary, submissions)
+    records: RecordMaker
+    explanations: Explanations | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.track.spec.name} · {self.explainer.name}"
+
+    def missing_samples(self) -> set[str]:
+        """Samples with at least one metric record not in the store yet (resume skips the rest)."""
+        key = self.records.key
+        return {s.id for s in self.track.samples for m in self.metrics if key(m, s.id) not in self.store}
+
+
+class Runner:
+    """One run of explainers over the tracks of a suite (``xaibench run``).
+
+    Construction resolves everything that can be wrong before any work starts: explainer names
+    (``all``, ``default``), metric ids and tracks; it also sets torch's intra-op threads. Then
+    :meth:`run` loads each track (:meth:`run_track`) and runs each explainer on it
+    (:meth:`run_one`: :meth:`explain`, :meth:`score`, :meth:`collect_examples`, :meth:`summarise`).
+    Every step is resumable: records already in ``<workdir>/results`` are not recomputed.
+    """
+
+    def __init__(self, config: RunConfig, registry: Registry) -> None:
+        # One intra-op thread by default: measured here, two torch threads on 2 cores ran the shapes
+        # CNN 10x and EfficientNet-Lite0 1.6x slower than one as soon as anything else ran, and a
+        # fixed count keeps float reductions, hence numbers, identical between runs.
+        torch.set_num_threads(max(1, config.threads))
+        self.config = config
+        self.registry = registry
+        names = resolve_explainers(registry, config.explainers)
+        self.explainers: dict[str, Explainer] = {
+            n: registry.create("explainer", n, **config.explainer_params.get(n, {})) for n in names
+        }
+        for m in config.metrics or ():
+            registry.entry("metric", m)
+        self.specs = resolve_tracks(registry, config.suite, config.tracks)
+        self.cache = ExplanationCache(config.workdir / "cache" / "explanations") if config.use_cache else None
+        self.environment = environment()
+        self.progress = Progress(enabled=False)
+        self.examples: list[ExampleSet] = []
+
+    def run(self) -> RunResult:
+        """Run every explainer on every track; write ``<workdir>/summary.json``; return the result."""
+        config = self.config
+        started = dt.datetime.now(dt.UTC)
+        summary: dict[str, Any] = {
+            "schema": SUMMARY_SCHEMA,
+            "run": {
+                **self.environment,
+                "suite": config.suite,
+                "seed": config.seed,
+                "limit": config.limit,
+                "started": started.isoformat(timespec="seconds"),
+                "plugins": plugin_versions(self.registry),
+            },
+            "tracks": {},
+        }
+        self.examples = []
+        with Progress(enabled=config.progress) as self.progress:
+            for spec in self.specs:
+                summary["tracks"][spec.name] = self.run_track(spec)
+        self.progress = Progress(enabled=False)
+        summary["run"]["wall_time_s"] = round((dt.datetime.now(dt.UTC) - started).total_seconds(), 3)
+        config.workdir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(config.workdir / "summary.json", summary)
+        return RunResult(summary=summary, examples=list(self.examples))
+
+    def run_track(self, spec: TrackSpec) -> dict[str, Any]:
+        """One track: load it, then run each explainer on it; a track that fails to load gives ``{"error"}``."""
+        config = self.config
+        try:
+            track = load_track(spec, self.registry, limit=config.limit, batch_size=config.forward_batch)
+        except XaibenchError as exc:
+            self.progress.log(f"[red]track {spec.name}: {exc}")
+            return {"error": str(exc)}
+        metrics = resolve_metrics(self.registry, spec, config.metrics)
+        store = RecordStore(config.workdir / "results" / f"{spec.name}.jsonl")
+        out: dict[str, Any] = {"provenance": track.provenance, "explainers": {}}
+        for name, explainer in self.explainers.items():
+            out["explainers"][name] = self.run_one(self.start(track, explainer, metrics, store))
+        return out
+
+    def start(
+        self, track: TrackContext, explainer: Explainer, metrics: list[Metric], store: RecordStore
+    ) -> ExplainerRun:
+        """The state of ``explainer`` on ``track``, before any work."""
+        block = explainer_block(explainer, self.registry.info("explainer", explainer.name))
+        records = RecordMaker.for_run(track, explainer, block, self.config.seed, self.environment)
+        return ExplainerRun(track, explainer, metrics, store, block, records)
+
+    def run_one(self, state: ExplainerRun) -> dict[str, Any]:
+        """Explain and score what is missing, pick the examples; return the explainer's summary."""
+        missing = state.missing_samples()
+        if missing:
+            self.explain(state, missing)
+            self.score(state, len(missing))
+        if self.config.examples > 0:
+            self.examples.append(self.collect_examples(state))
+        return self.summarise(state)
+
+    def explain(self, state: ExplainerRun, only: set[str]) -> Explanations:
+        """Explanations of the samples ``only`` (cached, batched, guarded); kept in ``state``."""
+        config = self.config
+        task = self.progress.add(f"{state.label}: explain", total=len(only))
+        state.explanations = explain_track(
+            state.track,
+            state.explainer,
+            cache=self.cache,
+            seed=config.seed,
+            batch_size=config.explain_batch,
+            timeout=config.timeout,
+            only=only,
+            on_progress=lambda k: self.progress.advance(task, k),
+        )
+        self.progress.done(task)
+        return state.explanations
+
+    def score(self, state: ExplainerRun, n_samples: int) -> None:
+        """Score ``state.explanations`` with every metric; append the records not stored yet.
+        ``n_samples`` (samples with a missing record) sizes the progress bar."""
+        assert state.explanations is not None
+        store, records = state.store, state.records
+        index = state.track.sample_index()
+        task = self.progress.add(f"{state.label}: score", total=len(state.metrics) * n_samples)
+        for scores in score_track(
+            state.track,
+            state.metrics,
+            state.explanations.values,
+            state.explanations.failures,
+            explainer=state.explainer,
+            seed=self.config.seed,
+            kind=state.explainer.kind,
+            batch_size=self.config.metric_batch,
+            wanted=lambda metric, sample_id: records.key(metric, sample_id) not in store,
+        ):
+            store.append([records.record(s, index) for s in scores])
+            self.progress.advance(task, len(scores))
+        self.progress.done(task)
+
+    def collect_examples(self, state: ExplainerRun) -> ExampleSet:
+        """The first ``config.examples`` samples with their explanations, from this run or the cache."""
+        explanations = state.explanations
+        return collect_examples(
+            state.track,
+            state.explainer,
+            state.block,
+            explanations.values if explanations else {},
+            failed=explanations.failures if explanations else {},
+            cache=self.cache,
+            seed=self.config.seed,
+            timeout=self.config.timeout,
+            k=self.config.examples,
+        )
+
+    def summarise(self, state: ExplainerRun) -> dict[str, Any]:
+        """The explainer's block of the run summary: provenance, explanation counts, metric summaries."""
+        track, explainer, seed = state.track, state.explainer, self.config.seed
+        metric_summaries: dict[str, Any] = {}
+        for metric in state.metrics:
+            keys = (state.records.key(metric, s.id) for s in track.samples)
+            records = [state.store.records[k] for k in keys if k in state.store.records]
+            metric_summaries[metric.name] = {
+                **metric_block(metric),
+                "ranking": metric.ranking,
+                **summarise(records, seed=seed, label=f"{track.spec.name}/{explainer.name}/{metric.name}"),
+                **distribution_summary(records),
+            }
+        explanations = state.explanations
+        return {
+            "explainer": state.block,
+            "explain_seconds": round(explanations.seconds if explanations else 0.0, 3),
+            "explained": {
+                "computed": explanations.computed if explanations else 0,
+                "cached": explanations.cached if explanations else 0,
+                "failed": len(explanations.failures) if explanations else 0,
+            },
+            "metrics": metric_summaries,
+        }
+
+
+def run(config: RunConfig, registry: Registry) -> RunResult:
+    """Run every explainer on every track of the suite; see :class:`Runner`."""
+    return Runner(config, registry).run()
 
 
 def plugin_versions(registry: Registry) -> list[dict[str, Any]]:
@@ -159,145 +329,3 @@ def plugin_versions(registry: Registry) -> list[dict[str, Any]]:
         {"name": p.name, "distribution": p.distribution, "version": p.version, "ok": p.ok}
         for p in registry.plugins.values()
     ]
-
-
-def run_track(
-    spec: TrackSpec,
-    explainers: dict[str, Explainer],
-    config: RunConfig,
-    registry: Registry,
-    cache: ExplanationCache | None,
-    progress: Progress,
-) -> dict[str, Any]:
-    """One track: load it, then explain and score with each explainer; resumable."""
-    try:
-        track = load_track(spec, registry, limit=config.limit, batch_size=config.forward_batch)
-    except XaibenchError as exc:
-        progress.log(f"[red]track {spec.name}: {exc}")
-        return {"error": str(exc)}
-    metrics = resolve_metrics(registry, spec, config.metrics)
-    store = RecordStore(config.workdir / "results" / f"{spec.name}.jsonl")
-    env = environment()
-    out: dict[str, Any] = {"provenance": track.provenance, "explainers": {}}
-    for name, explainer in explainers.items():
-        out["explainers"][name] = run_explainer(
-            track, explainer, metrics, config, registry, cache, store, progress, env
-        )
-    return out
-
-
-def run_explainer(
-    track: TrackContext,
-    explainer: Explainer,
-    metrics: list[Metric],
-    config: RunConfig,
-    registry: Registry,
-    cache: ExplanationCache | None,
-    store: RecordStore,
-    progress: Progress,
-    env: dict[str, Any],
-) -> dict[str, Any]:
-    info = registry.info("explainer", explainer.name)
-    keyer = RecordKeyer(track, explainer.name, explainer.version, dict(explainer.params), config.seed)
-    missing_samples = {s.id for s in track.samples for m in metrics if keyer(m, s.id) not in store}
-    label = f"{track.spec.name} · {explainer.name}"
-    explanations = None
-    explain_seconds = 0.0
-    if missing_samples:
-        task = progress.add(f"{label}: explain", total=len(missing_samples))
-        explanations = explain_track(
-            track,
-            explainer,
-            cache=cache,
-            seed=config.seed,
-            batch_size=config.explain_batch,
-            timeout=config.timeout,
-            only=missing_samples,
-            on_progress=lambda k: progress.advance(task, k),
-        )
-        explain_seconds = explanations.seconds
-        progress.done(task)
-        explainer_block = explainer_provenance(explainer, info)
-        common = {
-            "schema": RECORD_SCHEMA,
-            "track": track.spec.name,
-            "explainer": explainer_block,
-            "model": track.provenance["model"]["identity"],
-            "dataset": {"name": track.spec.dataset, "revision": track.provenance["dataset"]["revision"]},
-            "seed": config.seed,
-            "xaibench": env["xaibench"],
-            "platform": env["platform"],
-        }
-        metric_blocks = {m.name: metric_record(m) for m in metrics}
-        index = track.sample_index()
-        n_batches = len(metrics) * len(missing_samples)
-        task = progress.add(f"{label}: score", total=n_batches)
-        for records in score_track(
-            track,
-            metrics,
-            explanations.values,
-            explanations.failures,
-            explainer=explainer,
-            keyer=keyer,
-            done=store.__contains__,
-            seed=config.seed,
-            kind=explainer.kind,
-            batch_size=config.metric_batch,
-        ):
-            for r in records:
-                r.update(common)
-                r["metric_info"] = metric_blocks[r["metric"]]
-                row = index[r["sample_id"]]
-                r["target"] = {"class": int(track.targets[row]), "source": track.target_sources[row]}
-            store.append(records)
-            progress.advance(task, len(records))
-        progress.done(task)
-    metric_summaries: dict[str, Any] = {}
-    for metric in metrics:
-        records = [store.records[k] for k in (keyer(metric, s.id) for s in track.samples) if k in store.records]
-        metric_summaries[metric.name] = {
-            **metric_record(metric),
-            "ranking": metric.ranking,
-            **summarise(records, seed=config.seed, label=f"{track.spec.name}/{explainer.name}/{metric.name}"),
-            **distribution_summary(records),
-        }
-    out: dict[str, Any] = {
-        "explainer": explainer_provenance(explainer, info),
-        "explain_seconds": round(explain_seconds, 3),
-        "explained": {
-            "computed": explanations.computed if explanations else 0,
-            "cached": explanations.cached if explanations else 0,
-            "failed": len(explanations.failures) if explanations else 0,
-        },
-        "metrics": metric_summaries,
-    }
-    if config.submissions_dir is not None and config.examples > 0:
-        from xaibench.publish.examples import save_examples
-
-        out["examples"] = save_examples(
-            track,
-            explainer,
-            out["explainer"],
-            explanations.values if explanations else {},
-            config.submissions_dir,
-            failed=explanations.failures if explanations else {},
-            cache=cache,
-            seed=config.seed,
-            timeout=config.timeout,
-            k=config.examples,
-        )
-    return out
-
-
-def explainer_provenance(explainer: Explainer, info: Any) -> dict[str, Any]:
-    return {
-        "name": explainer.name,
-        "version": explainer.version,
-        "kind": explainer.kind,
-        "params": dict(explainer.params),
-        "params_digest": digest(dict(explainer.params))[:12],
-        "distribution": info.distribution,
-        "distribution_version": info.distribution_version,
-        "reference_only": explainer.reference_only,
-        "tuned_on_benchmark": explainer.tuned_on_benchmark,
-    }

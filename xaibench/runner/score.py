@@ -1,18 +1,30 @@
-"""``xaibench score``: metrics on precomputed saliency maps (``<sample_id>.npy``)."""
+"""``xaibench score``: metrics on precomputed saliency maps (``<sample_id>.npy``).
+
+It runs the runner's own code: the track is built by :func:`~xaibench.runner.track.build_track`
+(model inputs and the same target rules), maps are checked like an explainer's output (a
+constant or non-finite map is n/a), and :func:`~xaibench.runner.evaluate.score_track` scores
+them with the same batches, metric seed and n/a rules. So ``score`` and ``run`` give identical
+per-sample values for identical maps and seed (``tests/test_score_cli.py`` shows it).
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from xaibench.api import Dataset, ForwardCounter, Metric, MetricInput, Model, Sample
+from xaibench.api import Dataset, Metric, Model, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.imaging import resize_bilinear
 from xaibench.plugins.manager import Registry
-from xaibench.runner.evaluate import _safe_score
+from xaibench.runner.evaluate import score_track
+from xaibench.runner.guard import check_saliency
+from xaibench.runner.track import TrackContext, build_track
+
+# The runner's defaults (RunConfig.metric_batch, RunConfig.forward_batch): the same batches.
+METRIC_BATCH = 16
+FORWARD_BATCH = 64
 
 
 def open_dataset(registry: Registry, dataset: str) -> Dataset:
@@ -34,6 +46,27 @@ def load_map(path: Path) -> np.ndarray:
     return arr
 
 
+def check_maps(track: TrackContext, maps: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Maps as the runner scores them, and n/a reasons for those it would refuse.
+
+    With a model every map is resized (bilinear) to the model's input size, the size of a run's
+    maps; without one it keeps its size (alignment metrics resize maps to the ground truth).
+    Then the runner's output check applies: a non-finite or constant map is n/a.
+    """
+    size = track.input_size
+    values: dict[str, np.ndarray] = {}
+    failures: dict[str, str] = {}
+    for sid, arr in maps.items():
+        if size is not None:
+            arr = resize_bilinear(arr, size)
+        value, reason = check_saliency(arr, size or arr.shape)
+        if value is None:
+            failures[sid] = reason or "invalid map"
+        else:
+            values[sid] = value
+    return values, failures
+
+
 def score_folder(
     registry: Registry,
     dataset_name: str,
@@ -42,7 +75,8 @@ def score_folder(
     metric_ids: list[str] | None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Score every sample's map; missing maps count as n/a. Returns the DESIGN 8 JSON shape."""
+    """Score every sample's map; missing maps count as n/a. Returns the DESIGN 8 JSON shape:
+    ``{"metrics": {id: {"mean", "n", "n_na", "per_sample": {sample_id: value or null}}}}``."""
     dataset = open_dataset(registry, dataset_name)
     model: Model | None = registry.create("model", model_name) if model_name else None
     if metric_ids is None:
@@ -50,77 +84,35 @@ def score_folder(
     metrics: list[Metric] = [registry.create("metric", m) for m in metric_ids]
     samples = list(dataset.samples())
     maps: dict[str, np.ndarray] = {}
-    missing: list[str] = []
+    failures: dict[str, str] = {}
     for s in samples:
         path = explanations / f"{s.id}.npy"
         if path.exists():
             maps[s.id] = load_map(path)
         else:
-            missing.append(s.id)
+            failures[s.id] = "no explanation file"
     known = {s.id for s in samples}
     strays = sorted(p.stem for p in explanations.glob("*.npy") if p.stem not in known)
     if strays and not maps:
         raise XaibenchError(f"{explanations}: no file matches a sample id of {dataset_name!r} (e.g. {strays[0]}.npy)")
+    spec = TrackSpec(name=f"score:{dataset_name}", dataset=dataset_name, model=model_name or "")
+    track = build_track(spec, dataset, model, samples, batch_size=FORWARD_BATCH)
+    values, refused = check_maps(track, maps)
+    failures.update(refused)
     per_sample: dict[str, dict[str, float | None]] = {m.name: {} for m in metrics}
-    reasons: dict[str, dict[str, str]] = {m.name: {} for m in metrics}
-    for sid in missing:
-        for m in metrics:
-            per_sample[m.name][sid] = None
-            reasons[m.name][sid] = "no explanation file"
-    for group in _groups(samples, maps, model):
-        batch = _batch(group, maps, model, seed)
-        for m in metrics:
-            out = _safe_score(m, batch, "saliency")
-            for j, s in enumerate(group):
-                v = float(out.values[j])
-                per_sample[m.name][s.id] = v if np.isfinite(v) else None
-                if not np.isfinite(v):
-                    reasons[m.name][s.id] = out.reasons[j] or "n/a"
+    for scores in score_track(
+        track, metrics, values, failures, explainer=None, seed=seed, kind="saliency", batch_size=METRIC_BATCH
+    ):
+        for score in scores:
+            per_sample[score.metric.name][score.sample_id] = score.value
     result: dict[str, Any] = {"metrics": {}}
     for m in metrics:
-        values = [v for v in per_sample[m.name].values() if v is not None]
+        values = {s.id: per_sample[m.name].get(s.id) for s in samples}
+        found = [v for v in values.values() if v is not None]  # in sample order, as a run summary averages
         result["metrics"][m.name] = {
-            "mean": float(np.mean(values)) if values else None,
-            "n": len(values),
-            "n_na": len(per_sample[m.name]) - len(values),
-            "per_sample": {s.id: per_sample[m.name].get(s.id) for s in samples},
+            "mean": float(np.mean(found)) if found else None,
+            "n": len(found),
+            "n_na": len(values) - len(found),
+            "per_sample": values,
         }
     return result
-
-
-def _groups(samples: list[Sample], maps: dict[str, np.ndarray], model: Model | None) -> list[list[Sample]]:
-    """With a model every map is resized to its input size (one group per 16); without, group by map shape."""
-    present = [s for s in samples if s.id in maps]
-    if model is not None:
-        return [present[i : i + 16] for i in range(0, len(present), 16)]
-    by_shape: dict[tuple[int, ...], list[Sample]] = defaultdict(list)
-    for s in present:
-        by_shape[maps[s.id].shape].append(s)
-    return list(by_shape.values())
-
-
-def _batch(group: list[Sample], maps: dict[str, np.ndarray], model: Model | None, seed: int) -> MetricInput:
-    if model is None:
-        return MetricInput(
-            saliency=np.stack([maps[s.id] for s in group]),
-            concepts=None,
-            samples=group,
-            targets=np.array([s.target if s.target is not None else -1 for s in group]),
-            seed=seed,
-        )
-    size = model.input_size
-    resized = [resize_bilinear(maps[s.id], (size, size)) for s in group]
-    inputs = model.preprocess([s.image for s in group])
-    forward = ForwardCounter(model.module)
-    predicted = forward(inputs).argmax(dim=1).numpy()
-    targets = np.array([s.target if s.target is not None else int(p) for s, p in zip(group, predicted, strict=True)])
-    return MetricInput(
-        saliency=np.stack(resized),
-        concepts=None,
-        samples=group,
-        targets=targets,
-        inputs=inputs,
-        model=model,
-        forward=forward,
-        seed=seed,
-    )

@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-RECORD_SCHEMA = "xaibench.record/1"
-
 
 class RecordStore:
     """Records of one track, indexed by their key."""

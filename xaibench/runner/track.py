@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,60 +17,71 @@ from xaibench.runner.cache import image_digest
 
 @dataclass
 class TrackContext:
-    """Everything the runner needs for one track, loaded once."""
+    """Everything the runner needs for one track, loaded once.
+
+    ``model``, ``inputs`` and ``forward`` are ``None`` only for ``xaibench score`` without a
+    model (alignment metrics read the maps and the ground truth, nothing else).
+    """
 
     spec: TrackSpec
     dataset: Dataset
-    model: Model
+    model: Model | None
     samples: list[Sample]
-    inputs: torch.Tensor
+    inputs: torch.Tensor | None
     targets: np.ndarray
     target_sources: list[str]
     digests: dict[str, str]
-    forward: ForwardCounter
+    forward: ForwardCounter | None
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def sample_index(self) -> dict[str, int]:
         return {s.id: i for i, s in enumerate(self.samples)}
 
+    @property
+    def input_size(self) -> tuple[int, int] | None:
+        """``(H, W)`` of the model inputs, which every saliency map of a run has; ``None`` without a model."""
+        return None if self.inputs is None else (int(self.inputs.shape[-2]), int(self.inputs.shape[-1]))
+
 
 def load_track(spec: TrackSpec, registry: Registry, *, limit: int | None = None, batch_size: int = 64) -> TrackContext:
-    """Instantiate the dataset and model of a track and compute the explained classes.
-
-    The target is ``Sample.target`` when the dataset maps its label onto the model's
-    classes, else the most probable of ``meta["target_candidates"]`` when the label
-    spans several model classes, else the label when the track says ``target="label"``, else the
-    model's prediction on the clean image (DESIGN 1).
-    """
+    """Instantiate the dataset and model of a track, take its first samples and build the context."""
     dataset: Dataset = registry.create("dataset", spec.dataset, **dict(spec.dataset_params))
     model: Model = registry.create("model", spec.model, **dict(spec.model_params))
     effective_limit = min(x for x in (limit, spec.limit) if x is not None) if (limit or spec.limit) else None
-    samples = list(dataset.samples(effective_limit))
+    return build_track(spec, dataset, model, list(dataset.samples(effective_limit)), batch_size=batch_size)
+
+
+def build_track(
+    spec: TrackSpec, dataset: Dataset, model: Model | None, samples: Sequence[Sample], *, batch_size: int = 64
+) -> TrackContext:
+    """The context of ``samples`` of ``dataset`` explained on ``model``: model inputs (one tensor),
+    the explained classes (:func:`resolve_targets`) and content digests. ``batch_size`` is the
+    number of images per forward pass. Shared by ``xaibench run`` and ``xaibench score``."""
+    samples = list(samples)
     if not samples:
         raise XaibenchError(f"track {spec.name!r}: dataset {spec.dataset!r} yielded no samples")
-    try:
-        inputs = model.preprocess([s.image for s in samples])
-    except Exception as exc:
-        raise XaibenchError(f"track {spec.name!r}: model preprocessing failed: {exc}") from exc
-    forward = ForwardCounter(model.module, batch_size=batch_size)
-    probs = forward(inputs).numpy()
-    targets = probs.argmax(axis=1)
-    sources = ["predicted"] * len(samples)
-    for i, sample in enumerate(samples):
-        candidates = sample.meta.get("target_candidates") or []
-        if sample.target is not None:
-            targets[i], sources[i] = sample.target, "mapped"
-        elif candidates:  # a label spanning several model classes: its most probable member
-            targets[i], sources[i] = max(candidates, key=lambda c: probs[i, c]), "mapped-candidate"
-        elif spec.target == "label" and sample.label is not None:
-            targets[i], sources[i] = sample.label, "label"
-    forward.images = forward.calls = 0
+    inputs: torch.Tensor | None = None
+    forward: ForwardCounter | None = None
+    probs: np.ndarray | None = None
+    if model is not None:
+        try:
+            inputs = model.preprocess([s.image for s in samples])
+        except Exception as exc:
+            raise XaibenchError(f"track {spec.name!r}: model preprocessing failed: {exc}") from exc
+        forward = ForwardCounter(model.module, batch_size=batch_size)
+        probs = forward(inputs).numpy()
+        forward.images = forward.calls = 0
+    targets, sources = resolve_targets(samples, probs, spec.target)
     digests = {s.id: image_digest(s.image) for s in samples}
     provenance = {
         "track": spec.name,
-        "synthetic": bool(spec.synthetic or dataset.synthetic or model.synthetic),
+        "synthetic": bool(spec.synthetic or dataset.synthetic or (model is not None and model.synthetic)),
         "dataset": {"name": spec.dataset, "revision": dataset.revision, "params": dict(spec.dataset_params)},
-        "model": {"name": spec.model, "identity": model.identity, "params": dict(spec.model_params)},
+        "model": {
+            "name": spec.model,
+            "identity": model.identity if model is not None else None,
+            "params": dict(spec.model_params),
+        },
         "target": spec.target,
         "n_samples": len(samples),
     }
@@ -79,9 +91,38 @@ def load_track(spec: TrackSpec, registry: Registry, *, limit: int | None = None,
         model=model,
         samples=samples,
         inputs=inputs,
-        targets=targets.astype(np.int64),
+        targets=targets,
         target_sources=sources,
         digests=digests,
         forward=forward,
         provenance=provenance,
     )
+
+
+def resolve_targets(
+    samples: Sequence[Sample], probs: np.ndarray | None, rule: str = "predicted"
+) -> tuple[np.ndarray, list[str]]:
+    """The class explained for each sample and where it came from (DESIGN 1).
+
+    ``Sample.target`` when the dataset maps its label onto the model's classes (``mapped``),
+    else the most probable of ``meta["target_candidates"]`` when the label spans several model
+    classes (``mapped-candidate``), else the label when ``rule`` is ``"label"`` (``label``), else
+    the model's prediction on the clean image (``predicted``). ``probs`` are the model's clean
+    probabilities, ``(N, classes)``; without them (no model) a sample with neither a mapped target
+    nor a label rule gets ``-1`` (``unknown``).
+    """
+    if probs is not None:
+        targets = probs.argmax(axis=1)
+        sources = ["predicted"] * len(samples)
+    else:
+        targets = np.full(len(samples), -1, dtype=np.int64)
+        sources = ["unknown"] * len(samples)
+    for i, sample in enumerate(samples):
+        candidates = sample.meta.get("target_candidates") or []
+        if sample.target is not None:
+            targets[i], sources[i] = sample.target, "mapped"
+        elif candidates and probs is not None:  # a label spanning several model classes: its most probable member
+            targets[i], sources[i] = max(candidates, key=lambda c: probs[i, c]), "mapped-candidate"
+        elif rule == "label" and sample.label is not None:
+            targets[i], sources[i] = sample.label, "label"
+    return targets.astype(np.int64), sources

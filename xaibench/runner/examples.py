@@ -1,0 +1,93 @@
+"""The example explanations of a run: the first few samples of each track and explainer.
+
+The runner hands them over with its summary (:class:`ExampleSet`); publishing renders them
+(:mod:`xaibench.publish.examples` writes the overlays that submissions show). Choosing and
+computing them belongs to the runner, which owns the explanation cache and the explainer guards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from xaibench.api import Explainer
+from xaibench.runner.cache import ExplanationCache
+from xaibench.runner.explain import explain_track
+from xaibench.runner.track import TrackContext
+
+EXAMPLES_PER_TRACK = 4
+# Explanation kinds that have a canonical rendering (an overlay or a sentence).
+RENDERED_KINDS = ("saliency", "concept")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One sample as shown to people: its image (``H x W x 3``), the explained class and its
+    name, and its explanation (a saliency map or concept weights), or ``na_reason``."""
+
+    sample_id: str
+    image: np.ndarray
+    target: int
+    target_name: str | None
+    explanation: np.ndarray | dict[str, float] | None
+    na_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ExampleSet:
+    """The examples of one explainer on one track; ``explainer`` is its provenance block."""
+
+    track: str
+    explainer: dict[str, Any]
+    kind: str
+    examples: list[Example] = field(default_factory=list)
+
+
+def collect_examples(
+    track: TrackContext,
+    explainer: Explainer,
+    explainer_block: dict[str, Any],
+    have: Mapping[str, Any],
+    *,
+    cache: ExplanationCache | None,
+    seed: int,
+    timeout: float | None,
+    k: int = EXAMPLES_PER_TRACK,
+    failed: Mapping[str, str] | None = None,
+) -> ExampleSet:
+    """The first ``k`` samples of ``track`` with their explanations.
+
+    ``have`` holds explanations already computed this run (sample id -> map) and ``failed``
+    the reasons of those that failed this run (not retried); the others are read from the
+    explanation cache or, without one, computed again (``k`` samples only). A sample whose
+    explanation failed gets its ``na_reason``. Kinds without a rendering get no examples.
+    """
+    out = ExampleSet(track=track.spec.name, explainer=explainer_block, kind=explainer.kind)
+    if k <= 0 or explainer.kind not in RENDERED_KINDS:
+        return out
+    chosen = track.samples[:k]
+    maps: dict[str, Any] = {s.id: have[s.id] for s in chosen if s.id in have}
+    failures: dict[str, str] = dict(failed or {})
+    missing = {s.id for s in chosen if s.id not in maps and s.id not in failures}
+    if missing:
+        more = explain_track(track, explainer, cache=cache, seed=seed, batch_size=k, timeout=timeout, only=missing)
+        maps.update(more.values)
+        failures.update(more.failures)
+    index = track.sample_index()
+    labels = list(getattr(track.model, "label_names", ()) or ())
+    for sample in chosen:
+        target = int(track.targets[index[sample.id]])
+        out.examples.append(
+            Example(
+                sample_id=sample.id,
+                image=sample.image,
+                target=target,
+                target_name=labels[target] if 0 <= target < len(labels) else None,
+                explanation=maps.get(sample.id),
+                na_reason=None if sample.id in maps else failures.get(sample.id, "no explanation"),
+            )
+        )
+    return out

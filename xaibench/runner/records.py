@@ -1,0 +1,139 @@
+"""Per-sample result records (``xaibench.record/1``, docs/results.md): built here and nowhere else.
+
+A record joins one :class:`~xaibench.runner.evaluate.SampleScore` with the provenance of its
+(track, explainer): the record key, the explainer block, model identity, dataset revision,
+seed, xaibench version and platform, the metric block and the explained class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from xaibench.api import ComponentInfo, Explainer, Metric
+from xaibench.runner.cache import digest
+from xaibench.runner.evaluate import SampleScore
+from xaibench.runner.track import TrackContext
+
+RECORD_SCHEMA = "xaibench.record/1"
+
+
+@dataclass(frozen=True)
+class RecordKeyer:
+    """Stable keys: a record is reused only for identical explainer, model, data, metric and seed."""
+
+    track: TrackContext
+    explainer_name: str
+    explainer_version: str
+    explainer_params: dict[str, Any]
+    seed: int
+
+    def __call__(self, metric: Metric, sample_id: str) -> str:
+        model = self.track.model
+        return digest(
+            {
+                "track": self.track.spec.name,
+                "explainer": [self.explainer_name, self.explainer_version, self.explainer_params],
+                "model": model.identity if model is not None else None,
+                "dataset": self.track.dataset.revision,
+                "metric": [metric.name, metric.version, dict(metric.params)],
+                "seed": self.seed,
+                "sample": [sample_id, self.track.digests[sample_id]],
+            }
+        )
+
+
+def metric_block(metric: Metric) -> dict[str, Any]:
+    """The metric as records and summaries describe it (``metric_info``)."""
+    return {
+        "id": metric.name,
+        "version": metric.version,
+        "family": metric.family,
+        "direction": metric.direction,
+        "params": dict(metric.params),
+    }
+
+
+def explainer_block(explainer: Explainer, info: ComponentInfo) -> dict[str, Any]:
+    """The explainer as records, summaries and submissions describe it (its provenance)."""
+    return {
+        "name": explainer.name,
+        "version": explainer.version,
+        "kind": explainer.kind,
+        "params": dict(explainer.params),
+        "params_digest": digest(dict(explainer.params))[:12],
+        "distribution": info.distribution,
+        "distribution_version": info.distribution_version,
+        "reference_only": explainer.reference_only,
+        "tuned_on_benchmark": explainer.tuned_on_benchmark,
+    }
+
+
+@dataclass(frozen=True)
+class RecordMaker:
+    """Makes the records of one (track, explainer) of a run."""
+
+    track: TrackContext
+    keyer: RecordKeyer
+    explainer: dict[str, Any]  # the explainer block
+    seed: int
+    environment: dict[str, Any]  # needs ``xaibench`` and ``platform``
+
+    @classmethod
+    def for_run(
+        cls, track: TrackContext, explainer: Explainer, block: dict[str, Any], seed: int, environment: dict[str, Any]
+    ) -> RecordMaker:
+        keyer = RecordKeyer(track, explainer.name, explainer.version, dict(explainer.params), seed)
+        return cls(track=track, keyer=keyer, explainer=block, seed=seed, environment=environment)
+
+    def key(self, metric: Metric, sample_id: str) -> str:
+        return self.keyer(metric, sample_id)
+
+    def record(self, score: SampleScore, index: dict[str, int]) -> dict[str, Any]:
+        """The record of ``score``; ``index`` maps sample ids to rows of the track."""
+        track = self.track
+        record: dict[str, Any] = {
+            "key": self.key(score.metric, score.sample_id),
+            "metric": score.metric.name,
+            "sample_id": score.sample_id,
+            "value": score.value,
+            "na_reason": score.na_reason,
+            "wall_time_s": round(score.wall_time_s, 6),
+            "forward_passes": score.forward_passes,
+        }
+        if score.curve:
+            record["curve"] = round_floats(score.curve)
+        if score.extras:
+            record["extras"] = score.extras
+        provenance = track.provenance
+        record.update(
+            {
+                "schema": RECORD_SCHEMA,
+                "track": track.spec.name,
+                "explainer": self.explainer,
+                "model": provenance["model"]["identity"],
+                "dataset": {"name": track.spec.dataset, "revision": provenance["dataset"]["revision"]},
+                "seed": self.seed,
+                "xaibench": self.environment["xaibench"],
+                "platform": self.environment["platform"],
+                "metric_info": metric_block(score.metric),
+            }
+        )
+        row = index[score.sample_id]
+        record["target"] = {"class": int(track.targets[row]), "source": track.target_sources[row]}
+        return record
+
+
+def round_floats(obj: Any, digits: int = 6) -> Any:
+    """Curves keep 6 significant digits: plenty for plots, a third of the bytes."""
+    if isinstance(obj, dict):
+        return {k: round_floats(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [round_floats(v, digits) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return round_floats(obj.tolist(), digits)
+    if isinstance(obj, float | np.floating):
+        return float(f"{float(obj):.{digits}g}")
+    return obj
