@@ -1,23 +1,32 @@
-"""The plugin author kit: scaffold_plugin, the shipped pytest fixtures, the tiny track, and
-discovery of a pip-installed plugin distribution through its entry point."""
+"""The plugin author kit: the helpers of ``xaibench.kit``, scaffold_plugin, the shipped pytest
+fixtures, the tiny track and contract checks (with the runner's own output checks), and discovery
+of a pip-installed plugin distribution through its entry point."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from xaibench.api import Explainer
-from xaibench.plugins import manager
+from xaibench import api, kit, params
+from xaibench.api import ExplainContext, Explainer, Sample
+from xaibench.errors import XaibenchError
+from xaibench.plugins import hookspecs, manager
+from xaibench.runner import guard
 from xaibench.scaffold import plugin_names, scaffold_plugin
-from xaibench.testing.tiny import TinyCNN, TinyDataset, check_saliency, tiny_track
+from xaibench.seeds import derive_seed
+from xaibench.testing import tiny as tiny_module
+from xaibench.testing.contract import assert_explainer_contract, assert_seeded_per_sample, model_state
+from xaibench.testing.tiny import TinyCNN, TinyDataset, assert_saliency, tiny_track
 
 pytest_plugins = ["pytester"]
 
@@ -209,7 +218,212 @@ def test_tiny_track_run_checks_the_contract(tiny_track) -> None:
     with pytest.raises(AssertionError, match="NaN"):
         tiny_track.run(NotFinite())
     with pytest.raises(AssertionError, match=r"numpy\.ndarray"):
-        check_saliency([[0.0]], tiny_track.inputs)
+        assert_saliency([[0.0]], tiny_track.inputs)
+
+    class Constant(Explainer):
+        name = "constant"
+
+        def explain(self, model, inputs, targets, *, seed=0, context=None):
+            return np.ones((len(targets), *inputs.shape[-2:]), dtype=np.float32)
+
+    with pytest.raises(AssertionError, match="constant: map 0: explainer returned a constant map"):
+        tiny_track.run(Constant())
+
+
+def test_the_runner_and_the_testing_kit_share_the_output_checks() -> None:
+    assert guard.check_saliency is kit.check_saliency and guard.check_concepts is kit.check_concepts
+    assert tiny_module.check_saliency is kit.check_saliency
+
+
+def test_select_keeps_some_samples(tiny_track) -> None:
+    part = tiny_track.select([2, 0])
+    assert [s.id for s in part.samples] == [tiny_track.samples[2].id, tiny_track.samples[0].id]
+    assert torch.equal(part.inputs[0], tiny_track.inputs[2])
+    assert part.targets.tolist() == tiny_track.targets[[2, 0]].tolist()
+    assert len(tiny_track.select(slice(1, 3)).samples) == 2
+
+
+# ----------------------------------------------------------------------------- contract checks
+
+
+class _Leaky(Explainer):
+    """Gradient magnitude through backward(): leaves .grad on the parameters."""
+
+    name = "leaky"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        x = inputs.clone().requires_grad_(True)
+        model.module(x)[torch.arange(len(targets)), torch.as_tensor(targets)].sum().backward()
+        return x.grad.abs().amax(dim=1).numpy()
+
+
+class _GlobalNoise(Explainer):
+    """Draws from torch's global generator: moves it and is not reproducible."""
+
+    name = "global-noise"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        return torch.rand(len(targets), *inputs.shape[-2:]).numpy()
+
+
+class _BatchNoise(Explainer):
+    """Seeded per batch, not per sample: a sample's map depends on its batch."""
+
+    name = "batch-noise"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        return np.random.default_rng([seed, len(targets)]).random((len(targets), *inputs.shape[-2:]))
+
+
+class _SampleNoise(Explainer):
+    name = "sample-noise"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        rngs = kit.sample_rngs(seed, self.name, len(targets), context)
+        return np.stack([rng.random(tuple(inputs.shape[-2:])) for rng in rngs])
+
+
+def test_contract_checks_catch_what_they_promise(tiny_track) -> None:
+    try:
+        with pytest.raises(AssertionError, match="leaky changed the model"):
+            assert_explainer_contract(_Leaky, tiny_track)
+    finally:
+        tiny_track.model.module.zero_grad(set_to_none=True)
+    with pytest.raises(AssertionError, match="global-noise moved torch's global generator"):
+        assert_explainer_contract(_GlobalNoise, tiny_track)
+    with pytest.raises(AssertionError, match="batch-noise: sample 3 alone differs"):
+        assert_seeded_per_sample(_BatchNoise(), tiny_track)
+    assert_explainer_contract(_SampleNoise, tiny_track)
+    assert_seeded_per_sample(_SampleNoise(), tiny_track)
+    assert model_state(tiny_track.model.module) == model_state(TinyCNN().module)
+
+
+# ----------------------------------------------------------------------------- xaibench.kit
+
+
+def test_kit_reexports_what_a_plugin_needs() -> None:
+    assert kit.Explainer is api.Explainer and kit.Model is api.Model and kit.ExplainContext is api.ExplainContext
+    assert kit.Param is params.Param and kit.hookimpl is hookspecs.hookimpl and kit.derive_seed is derive_seed
+    assert all(hasattr(kit, name) for name in kit.__all__)
+
+
+def test_as_inputs_and_as_targets() -> None:
+    inputs = torch.zeros(2, 3, 4, 4, dtype=torch.float64)
+    x = kit.as_inputs(inputs)
+    assert x.dtype == torch.float32 and x.shape == (2, 3, 4, 4)
+    x += 1
+    assert inputs.abs().sum() == 0, "as_inputs must copy"
+    for bad in (torch.zeros(3, 4, 4), torch.zeros(1, 3, 4, 5)):
+        with pytest.raises(ValueError, match=r"inputs must be a \(B, C, S, S\) tensor"):
+            kit.as_inputs(bad)
+    for targets in ([1, 2], np.array([[1], [2]]), torch.tensor([1, 2])):
+        t = kit.as_targets(targets, 2)
+        assert t.dtype == torch.int64 and t.tolist() == [1, 2]
+    with pytest.raises(ValueError, match="got 3 targets for 2 inputs"):
+        kit.as_targets([0, 1, 2], 2)
+
+
+def test_as_maps_and_baseline_input() -> None:
+    x = torch.zeros(2, 3, 4, 4)
+    maps = kit.as_maps(torch.ones(2, 4, 4, dtype=torch.float64), x, "probe")
+    assert maps.dtype == np.float32 and maps.shape == (2, 4, 4)
+    with pytest.raises(RuntimeError, match=r"explainer 'probe': got maps of shape \(2, 4\)"):
+        kit.as_maps(np.zeros((2, 4)), x, "probe")
+    model = TinyCNN()
+    assert torch.equal(kit.baseline_input("zero", x + 1, model), x)
+    black = kit.baseline_input("black", x, model)
+    assert black.shape == x.shape and torch.allclose(black, torch.full_like(x, -1.0))  # (0 - 0.5) / 0.5
+    with pytest.raises(ValueError, match="unknown baseline 'white'; known: zero, black"):
+        kit.baseline_input("white", x, model)
+
+
+def test_forward_batch_and_chunks() -> None:
+    assert kit.forward_batch(224) == 4 and kit.forward_batch(32) == 64 and kit.forward_batch(1000) == 1
+    parts = list(kit.chunks(10, 4))
+    assert parts == [slice(0, 4), slice(4, 8), slice(8, 10)]
+    assert list(kit.chunks(0, 4)) == [] and list(kit.chunks(3, 0)) == [slice(0, 1), slice(1, 2), slice(2, 3)]
+
+
+def test_isolated_grads_restores_the_parameters_even_on_error() -> None:
+    module = TinyCNN().module
+    weight = next(module.parameters())
+    weight.grad = torch.ones_like(weight)
+    frozen = module.get_submodule("classifier").weight
+    frozen.requires_grad_(False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="inside"), kit.isolated_grads(module):
+            assert not any(p.requires_grad for p in module.parameters())
+            warnings.warn("Setting backward hooks on ReLU activations.", UserWarning, stacklevel=1)
+            raise RuntimeError("inside")
+    assert not caught, "the benign hook warning should be silenced"
+    assert weight.requires_grad and torch.equal(weight.grad, torch.ones_like(weight))
+    assert not frozen.requires_grad and frozen.grad is None
+
+
+def test_input_gradients_match_autograd_and_leave_the_model_alone(tiny_track) -> None:
+    module = tiny_track.model.module
+    before = model_state(module)
+    grads = kit.input_gradients(tiny_track.model, tiny_track.inputs, tiny_track.targets)
+    assert model_state(module) == before and not tiny_track.inputs.requires_grad
+    x = tiny_track.inputs.clone().requires_grad_(True)
+    picked = module(x)[torch.arange(len(tiny_track.targets)), torch.as_tensor(tiny_track.targets)].sum()
+    (expected,) = torch.autograd.grad(picked, x)
+    torch.testing.assert_close(grads, expected)
+
+
+def test_seeds_are_per_sample_and_global_generators_are_restored() -> None:
+    samples = [Sample(id=f"s{i}", image=np.zeros((2, 2, 3), dtype=np.float32)) for i in range(3)]
+    seeds = kit.sample_seeds(5, "probe", 3, ExplainContext(samples))
+    assert seeds == [derive_seed(5, "probe", f"s{i}") for i in range(3)]
+    assert kit.sample_seeds(5, "probe", 1, ExplainContext(samples[1:2])) == seeds[1:2]
+    assert kit.sample_ids(2, None) == ["0", "1"] and kit.sample_ids(2, ExplainContext(samples)) == ["0", "1"]
+    draws = [rng.random() for rng in kit.sample_rngs(5, "probe", 3, ExplainContext(samples))]
+    assert draws == [np.random.default_rng(s).random() for s in seeds]
+
+    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()
+    with kit.seeded(7):
+        first = (torch.rand(2), np.random.rand(2))
+    with kit.seeded(7):
+        second = (torch.rand(2), np.random.rand(2))
+    assert torch.equal(first[0], second[0]) and np.array_equal(first[1], second[1])
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    assert np.array_equal(np.random.get_state()[1], numpy_state[1])
+
+
+def test_resolve_target_layers() -> None:
+    model = TinyCNN()
+    assert kit.resolve_target_layers(model, "probe") == [model.module.get_submodule("features.2")]
+    model.target_layers = ()
+    with pytest.raises(ValueError, match=r"explainer 'probe' needs a target layer.*declares no target_layers"):
+        kit.resolve_target_layers(model, "probe")
+    model.target_layers = ("features.9",)
+    with pytest.raises(ValueError, match=r"'features\.9'.*is not a submodule"):
+        kit.resolve_target_layers(model, "probe")
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("text", "non-numeric map"),
+        (np.zeros((3, 4)), r"explainer returned shape \(3, 4\), expected \(4, 4\)"),
+        (np.full((4, 4), np.inf), "NaN or inf"),
+        (np.ones((4, 4)), "constant map"),
+    ],
+)
+def test_check_saliency_reasons(value, reason: str) -> None:
+    out, why = kit.check_saliency(value, (4, 4))
+    assert out is None and why is not None
+    assert re.search(reason, why), why
+
+
+def test_check_saliency_and_check_concepts_accept_good_values() -> None:
+    out, why = kit.check_saliency(np.arange(16.0).reshape(1, 4, 4), (4, 4))
+    assert why is None and out.dtype == np.float32 and out.shape == (4, 4)
+    assert kit.check_concepts({"a": 1, "b": np.float64(0.5)}) == ({"a": 1.0, "b": 0.5}, None)
+    assert kit.check_concepts({}) == (None, "explainer returned no concept weights")
+    assert kit.check_concepts({"a": "x"}) == (None, "explainer returned non-numeric concept weights")
+    assert kit.check_concepts({"a": float("nan")}) == (None, "explainer returned NaN or inf concept weights")
 
 
 # ----------------------------------------------------------------------------- pip install
@@ -267,4 +481,18 @@ def test_pip_installed_plugin_is_discovered_through_its_entry_point(tmp_path: Pa
         capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
-    assert "4 passed" in tests.stdout
+    assert "5 passed" in tests.stdout
+
+
+# ----------------------------------------------------------------------------- parameter specs
+
+
+def test_builtin_explainers_declare_their_parameter_rules(xaibench_registry) -> None:
+    assert xaibench_registry.create("explainer", "center", sigma="0.5").params == {"sigma": 0.5}
+    for bad in (0, -1, 11, "wide"):
+        with pytest.raises(XaibenchError, match="explainer 'center': parameter 'sigma' must be a number in"):
+            xaibench_registry.create("explainer", "center", sigma=bad)
+    assert xaibench_registry.create("explainer", "concept-rise", p="0.25").params["p"] == 0.25
+    for bad in (0, 1, 1.5):
+        with pytest.raises(XaibenchError, match="explainer 'concept-rise': parameter 'p' must be a number in"):
+            xaibench_registry.create("explainer", "concept-rise", p=bad)

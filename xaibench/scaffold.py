@@ -1,9 +1,10 @@
 """``xaibench new-plugin``: write a ready-to-install explainer plugin distribution.
 
 :func:`scaffold_plugin` creates ``<dest>/xaibench-<name>/`` with a ``pyproject.toml``
-declaring the ``xaibench`` entry point, a module with one working explainer
-(gradient x input, to be replaced by your method), a test that uses the fixtures
-xaibench ships (``register_plugin``, ``tiny_track``) and a README::
+declaring the ``xaibench`` entry point, a module with one working explainer built on
+:mod:`xaibench.kit` (gradient x input, to be replaced by your method), tests that use the
+testing kit xaibench ships (the ``register_plugin`` and ``tiny_track`` fixtures, the contract
+checks) and a README::
 
     xaibench new-plugin my-method --dest .
     pip install -e xaibench-my-method
@@ -46,14 +47,9 @@ testpaths = ["tests"]
 MODULE = Template('''\
 """$dist: the ``$name`` explainer for xaibench (registered via the ``xaibench`` entry point)."""
 
-from __future__ import annotations
-
 from typing import Any, ClassVar
 
-import numpy as np
-import torch
-from xaibench import hookimpl
-from xaibench.api import ExplainContext, Explainer, Model, Register
+from xaibench.kit import ExplainContext, Explainer, Model, Param, Register, as_inputs, hookimpl, input_gradients
 
 __version__ = "0.1.0"
 
@@ -71,24 +67,13 @@ class $cls(Explainer):
     licence = "Apache-2.0"
     needs = ("gradients",)
     default_params: ClassVar[dict[str, Any]] = {"absolute": True}
+    param_specs: ClassVar[dict[str, Param]] = {"absolute": Param(bool)}  # checked when the explainer is built
 
-    def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        params = super().validate_params(params)  # rejects unknown parameter names
-        if not isinstance(params["absolute"], bool):
-            raise ValueError(f"explainer {self.name!r}: 'absolute' must be true or false, got {params['absolute']!r}")
-        return params
-
-    def explain(
-        self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context: ExplainContext | None = None
-    ) -> np.ndarray:
-        # inputs: normalised (B, 3, S, S) tensor; targets: (B,) class indices; return (B, S, S).
-        x = inputs.detach().clone().requires_grad_(True)
-        with torch.enable_grad():
-            logits = model.module(x)
-            picked = logits.gather(1, torch.as_tensor(targets).long().view(-1, 1)).sum()
-            (grad,) = torch.autograd.grad(picked, x)  # input gradient only: no .grad left on the model
-        maps = (grad * x).sum(dim=1).detach()
-        return (maps.abs() if self.params["absolute"] else maps).cpu().numpy()
+    def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context: ExplainContext | None = None):
+        # inputs: normalised (B, 3, S, S) tensor; targets: (B,) class indices; return (B, S, S) maps
+        x = as_inputs(inputs)
+        maps = (input_gradients(model, x, targets) * x).sum(dim=1)  # the model's parameters stay untouched
+        return (maps.abs() if self.params["absolute"] else maps).numpy()
 
 
 @hookimpl
@@ -97,11 +82,12 @@ def register_explainers(register: Register) -> None:
 ''')
 
 TEST = Template('''\
-"""Tests for $dist, using the fixtures xaibench ships (``register_plugin``, ``tiny_track``)."""
+"""Tests for $dist, with the testing kit xaibench ships (fixtures ``register_plugin``, ``tiny_track``)."""
 
 import numpy as np
 import pytest
 from xaibench.plugins.manager import get_registry
+from xaibench.testing.contract import assert_explainer_contract
 
 import $module
 
@@ -113,7 +99,7 @@ def test_registers_the_explainer(register_plugin):
 
 
 def test_explains_the_tiny_track(tiny_track):
-    maps = tiny_track.run($module.$cls())  # checks shape (B, S, S), float, finite
+    maps = tiny_track.run($module.$cls())  # checks the maps as the runner does
     assert maps.shape == (4, 32, 32)
     assert (maps >= 0).all() and maps.max() > 0
 
@@ -124,8 +110,13 @@ def test_signed_maps_sum_to_gradient_x_input(tiny_track):
     np.testing.assert_allclose(np.abs(signed), tiny_track.run($module.$cls()), rtol=1e-6)
 
 
+def test_meets_the_explainer_contract(tiny_track):
+    # the model left untouched, global random generators untouched, deterministic
+    assert_explainer_contract($module.$cls, tiny_track)
+
+
 def test_rejects_bad_parameters():
-    with pytest.raises(ValueError, match="absolute"):
+    with pytest.raises(ValueError, match="'absolute' must be a boolean"):
         $module.$cls(absolute="maybe")
     with pytest.raises(ValueError, match="unknown parameter"):
         $module.$cls(colour=1)
@@ -142,9 +133,10 @@ The `$name` explainer for [xaibench](https://pypi.org/project/xaibench/), made w
     xaibench list explainers    # shows `$name` with distribution $dist 0.1.0
 
 Edit `$module/__init__.py`: replace `$cls.explain` (it computes gradient x input) with
-your method, declare its parameters in `default_params` and check them in
-`validate_params`, and bump `version` whenever the maps change (it keys the cache).
-See xaibench's docs/writing-plugins.md for every hook and the explainer contract.
+your method, declare its parameters in `default_params` and their rules in `param_specs`
+(checked when the explainer is built), and bump `version` whenever the maps change (it keys
+the cache). `xaibench.kit` has the helpers (inputs, targets, gradients, seeds, batched
+forwards); see xaibench's docs/writing-plugins.md for every hook and the explainer contract.
 
 Licence: Apache-2.0.
 """)

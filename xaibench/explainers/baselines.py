@@ -12,15 +12,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xaibench.api import ExplainContext, Explainer, Model
+from xaibench.api import Explainer, Model
 from xaibench.imaging import resize_bilinear
-from xaibench.seeds import rng_for
-
-
-def _sample_ids(inputs: torch.Tensor, context: ExplainContext | None) -> list[str]:
-    if context is not None and len(context.samples) == int(inputs.shape[0]):
-        return [s.id for s in context.samples]
-    return [str(i) for i in range(int(inputs.shape[0]))]
+from xaibench.kit import Param, sample_rngs
 
 
 class RandomExplainer(Explainer):
@@ -34,8 +28,8 @@ class RandomExplainer(Explainer):
 
     def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context=None) -> np.ndarray:
         size = inputs.shape[-2:]
-        ids = _sample_ids(inputs, context)
-        return np.stack([rng_for(seed, "random", i).random(size, dtype=np.float32) for i in ids])
+        rngs = sample_rngs(seed, self.name, int(inputs.shape[0]), context)
+        return np.stack([rng.random(size, dtype=np.float32) for rng in rngs])
 
 
 class CenterExplainer(Explainer):
@@ -47,11 +41,11 @@ class CenterExplainer(Explainer):
     licence = "Apache-2.0"
     needs = ("model_agnostic",)
     default_params: ClassVar[dict[str, Any]] = {"sigma": 0.25}
+    param_specs: ClassVar[dict[str, Param]] = {"sigma": Param(float, low=0.0, high=10.0)}
 
     def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        params = super().validate_params(params)
-        if not 0 < float(params["sigma"]) <= 10:
-            raise ValueError(f"sigma must be in (0, 10], got {params['sigma']!r}")
+        if params["sigma"] == 0.0:  # the spec's bounds are inclusive; a zero-width Gaussian is no map
+            raise ValueError(f"explainer {self.name!r}: parameter 'sigma' must be a number in (0, 10], got 0.0")
         return params
 
     def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context=None) -> np.ndarray:

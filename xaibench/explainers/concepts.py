@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from xaibench.api import ExplainContext, Explainer, Model
-from xaibench.seeds import rng_for
+from xaibench.kit import Param, as_targets, sample_rngs
 
 __all__ = ["CONCEPT_EXPLAINERS", "ConceptLIME", "ConceptLinear", "ConceptRISE", "ConceptSHAP"]
 
@@ -41,12 +41,6 @@ def _check_model(model: Model, name: str) -> tuple[str, ...]:
             "(needs concept_names, concept_probs and class_logits; try model shapes-cbm)"
         )
     return tuple(str(n) for n in names)
-
-
-def _ids(n: int, context: ExplainContext | None) -> list[str]:
-    if context is not None and len(context.samples) == n:
-        return [s.id for s in context.samples]
-    return [str(i) for i in range(n)]
 
 
 def _target_prob(model: Any, concepts: torch.Tensor, target: int) -> np.ndarray:
@@ -64,11 +58,11 @@ class _ConceptExplainer(Explainer):
     ) -> list[dict[str, float]]:
         names = _check_model(model, self.name)
         probs = model.concept_probs(inputs).double()  # type: ignore[attr-defined]
-        targets = [int(t) for t in torch.as_tensor(targets).tolist()]
-        ids = _ids(len(targets), context)
+        classes = as_targets(targets, int(probs.shape[0])).tolist()
+        rngs = sample_rngs(seed, self.name, len(classes), context)
         out = []
-        for i, (p, t) in enumerate(zip(probs, targets, strict=True)):
-            weights = self._weights(model, p, t, rng_for(seed, self.name, ids[i]))
+        for p, t, rng in zip(probs, classes, rngs, strict=True):
+            weights = self._weights(model, p, t, rng)
             out.append({n: float(w) for n, w in zip(names, weights, strict=True)})
         return out
 
@@ -151,11 +145,15 @@ class ConceptRISE(_ConceptExplainer):
     version: ClassVar[str] = "1.0.0"
     description: ClassVar[str] = "RISE over a CBM's concepts: seeded keep-masks, weight = E[f(m) m_c] / p."
     default_params: ClassVar[dict[str, Any]] = {"n_masks": 500, "p": 0.5, "baseline": 0.0}
+    param_specs: ClassVar[dict[str, Param]] = {"p": Param(float, low=0.0, high=1.0)}
+
+    def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params["p"] in (0.0, 1.0):  # the spec's bounds are inclusive; p = 0 or 1 masks nothing apart
+            raise ValueError(f"explainer {self.name!r}: parameter 'p' must be a number in (0, 1), got {params['p']}")
+        return params
 
     def _weights(self, model: Any, p: torch.Tensor, target: int, rng: np.random.Generator) -> np.ndarray:
         keep = float(self.params["p"])
-        if not 0.0 < keep < 1.0:
-            raise ValueError(f"{self.name}: p must be in (0, 1), got {keep}")
         masks = (rng.random((int(self.params["n_masks"]), int(p.shape[0]))) < keep).astype(np.float64)
         f = _target_prob(model, self._perturbed(p, masks), target)
         return (f[:, None] * masks).mean(0) / keep

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
 from xaibench.api import Explainer, Model
+from xaibench.kit import input_gradients
 
 
 class GradientExplainer(Explainer):
@@ -20,9 +20,4 @@ class GradientExplainer(Explainer):
     needs = ("gradients",)
 
     def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context=None) -> np.ndarray:
-        x = inputs.detach().clone().requires_grad_(True)
-        with torch.enable_grad():
-            logits = model.module(x)
-            picked = logits.gather(1, torch.as_tensor(targets, dtype=torch.long).view(-1, 1)).sum()
-            (grad,) = torch.autograd.grad(picked, x)
-        return grad.abs().amax(dim=1).detach().numpy()
+        return input_gradients(model, inputs, targets).abs().amax(dim=1).numpy()

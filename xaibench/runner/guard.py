@@ -1,4 +1,8 @@
-"""Guards around third-party explainer calls: a per-call timeout and output checks."""
+"""Guards around third-party explainer calls: a per-call timeout, and the output checks.
+
+The output checks (:func:`check_saliency`, :func:`check_concepts`) live in :mod:`xaibench.kit`, so
+plugin tests (:mod:`xaibench.testing`) and the runner apply the same code; they are re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-import numpy as np
+from xaibench.kit import check_concepts, check_saliency
+
+__all__ = ["ExplainerTimeout", "call_with_limit", "check_concepts", "check_saliency", "time_limit"]
 
 T = TypeVar("T")
 
@@ -49,32 +55,3 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 def call_with_limit(fn: Callable[[], T], seconds: float | None) -> T:
     with time_limit(seconds):
         return fn()
-
-
-def check_saliency(value: Any, size: tuple[int, int]) -> tuple[np.ndarray | None, str | None]:
-    """Validate one saliency map; returns ``(map, None)`` or ``(None, reason)``."""
-    try:
-        arr = np.asarray(value, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        return None, f"explainer returned a non-numeric map ({exc})"
-    if arr.ndim == 3 and arr.shape[0] == 1:
-        arr = arr[0]
-    if arr.shape != size:
-        return None, f"explainer returned shape {tuple(arr.shape)}, expected {size}"
-    if not np.isfinite(arr).all():
-        return None, "explainer returned NaN or inf"
-    if float(arr.max()) == float(arr.min()):
-        return None, "explainer returned a constant map"
-    return arr, None
-
-
-def check_concepts(value: Any) -> tuple[dict[str, float] | None, str | None]:
-    if not isinstance(value, dict) or not value:
-        return None, "explainer returned no concept weights"
-    try:
-        out = {str(k): float(v) for k, v in value.items()}
-    except (TypeError, ValueError):
-        return None, "explainer returned non-numeric concept weights"
-    if not all(np.isfinite(v) for v in out.values()):
-        return None, "explainer returned NaN or inf concept weights"
-    return out, None

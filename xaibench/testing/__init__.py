@@ -1,1 +1,10 @@
-"""Helpers and pytest fixtures for plugin authors (``xaibench.testing.fixtures``)."""
+"""The testing kit for plugin authors.
+
+- :mod:`xaibench.testing.fixtures`: pytest fixtures (``xaibench_registry``, ``register_plugin``,
+  ``tiny_track``), loaded automatically through xaibench's ``pytest11`` entry point;
+- :mod:`xaibench.testing.tiny`: the tiny track (a random-weights CNN and synthetic squares) and
+  :func:`~xaibench.testing.tiny.assert_saliency`, which checks maps with the runner's own check
+  (:func:`xaibench.kit.check_saliency`);
+- :mod:`xaibench.testing.contract`: the rest of the explainer contract (the model left untouched,
+  determinism, per-sample seeds).
+"""

@@ -6,7 +6,11 @@ so a plugin author can run an explainer, dataset or metric end to end in a unit 
     from xaibench.testing.tiny import tiny_track
 
     track = tiny_track()
-    maps = track.run(MyExplainer())  # checks the explainer contract, returns (B, S, S)
+    maps = track.run(MyExplainer())  # checks the maps as the runner does, returns (B, S, S)
+
+:func:`tiny_track` also builds a track from any model and dataset (e.g. the built-in
+``shapes-cnn`` on ``shapes``), and :mod:`xaibench.testing.contract` checks the rest of the
+explainer contract (the model left untouched, determinism, per-sample seeds).
 
 The weights are random, so the model's decisions mean nothing: use the tiny track to
 test plumbing and contracts, and the real tracks to test quality.
@@ -23,6 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xaibench.api import Dataset, ExplainContext, Explainer, GroundTruth, Model, Sample
+from xaibench.kit import check_saliency
 
 COLOURS: tuple[tuple[float, float, float], ...] = ((1.0, 0.2, 0.2), (0.2, 1.0, 0.2), (0.2, 0.4, 1.0))
 LABELS: tuple[str, ...] = ("red", "green", "blue")
@@ -140,21 +145,36 @@ class TinyTrack:
     def context(self) -> ExplainContext:
         return ExplainContext(samples=self.samples)
 
+    def select(self, part: slice | Sequence[int]) -> TinyTrack:
+        """The same track restricted to some samples (a slice or a list of positions)."""
+        index = list(range(len(self.samples)))[part] if isinstance(part, slice) else [int(i) for i in part]
+        return TinyTrack(
+            model=self.model,
+            dataset=self.dataset,
+            samples=[self.samples[i] for i in index],
+            inputs=self.inputs[index],
+            targets=self.targets[index],
+        )
+
     def run(self, explainer: Explainer, *, seed: int = 0) -> np.ndarray:
-        """Explain the whole track and check the saliency contract: a float ``(B, S, S)``
-        array of finite values. Returns the maps; raises ``AssertionError`` naming the problem."""
+        """Explain the whole track and check the maps as the runner does (:func:`assert_saliency`).
+        Returns the ``(B, S, S)`` maps; raises ``AssertionError`` naming the problem."""
         inputs = self.inputs.clone()
         maps = explainer.explain(self.model, inputs, self.targets.copy(), seed=seed, context=self.context)
-        return check_saliency(maps, self.inputs, name=explainer.name)
+        return assert_saliency(maps, self.inputs, name=explainer.name)
 
 
-def check_saliency(maps: Any, inputs: Any, *, name: str = "explainer") -> np.ndarray:
-    """Assert ``maps`` is a real ``(B, S, S)`` array of finite values for ``(B, 3, S, S)`` inputs."""
+def assert_saliency(maps: Any, inputs: Any, *, name: str = "explainer") -> np.ndarray:
+    """Assert ``maps`` is a float ``(B, S, S)`` numpy array for ``(B, 3, S, S)`` inputs whose
+    every map passes :func:`xaibench.kit.check_saliency`, the runner's own check (finite, not
+    constant: the runner records any other map as n/a). Returns ``maps``."""
     expected = (int(inputs.shape[0]), int(inputs.shape[-2]), int(inputs.shape[-1]))
     assert isinstance(maps, np.ndarray), f"{name}: explain() returned {type(maps).__name__}, expected numpy.ndarray"
     assert maps.shape == expected, f"{name}: maps have shape {maps.shape}, expected {expected}"
     assert np.issubdtype(maps.dtype, np.floating), f"{name}: maps have dtype {maps.dtype}, expected a float type"
-    assert np.isfinite(maps).all(), f"{name}: maps contain NaN or infinite values"
+    for i, single in enumerate(maps):
+        _, reason = check_saliency(single, expected[1:])
+        assert reason is None, f"{name}: map {i}: {reason} (the runner would record n/a)"
     return maps
 
 

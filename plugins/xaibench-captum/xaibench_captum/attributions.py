@@ -27,22 +27,22 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from xaibench.api import ExplainContext, Explainer, Model
-from xaibench.params import Param, check_params
-from xaibench_captum._torch import (
+from xaibench.kit import (
     BASELINES,
-    REDUCTIONS,
+    ExplainContext,
+    Explainer,
+    Model,
+    Param,
     as_inputs,
+    as_maps,
     as_targets,
-    baseline,
+    baseline_input,
     forward_batch,
     isolated_grads,
-    pixel_images,
-    reduce_channels,
     sample_seeds,
     seeded,
-    superpixels,
 )
+from xaibench_captum.maps import REDUCTIONS, pixel_images, reduce_channels, superpixels
 
 LIBRARY_VERSION = metadata.version("captum")
 VERSION = f"1.0.0+captum.{LIBRARY_VERSION}"
@@ -60,15 +60,11 @@ SEGMENTS = {
 
 
 class CaptumExplainer(Explainer):
-    """Base of the Captum explainers: validation, leak-free gradient state, shape checks."""
+    """Base of the Captum explainers: per-image seeds, leak-free gradient state, shape checks."""
 
     version = VERSION
     licence = "Apache-2.0"
     needs: ClassVar[tuple[str, ...]] = ("gradients",)
-    param_specs: ClassVar[dict[str, Param]] = {}
-
-    def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        return check_params(self.name, self.param_specs, super().validate_params(params))
 
     def explain(
         self,
@@ -84,11 +80,7 @@ class CaptumExplainer(Explainer):
         seeds = sample_seeds(seed, self.name, int(x.shape[0]), context)
         with isolated_grads(model.module):
             maps = self.attribute(model, x, t, seeds)
-        out = np.asarray(maps, dtype=np.float32)
-        expected = (int(x.shape[0]), int(x.shape[-2]), int(x.shape[-1]))
-        if out.shape != expected:
-            raise RuntimeError(f"explainer {self.name!r}: got maps of shape {out.shape}, expected {expected}")
-        return out
+        return as_maps(maps, x, self.name)
 
     def attribute(self, model: Model, x: torch.Tensor, targets: torch.Tensor, seeds: list[int]) -> np.ndarray:
         """``(B, S, S)`` maps for normalised inputs ``x``; ``seeds`` has one seed per image."""
@@ -174,7 +166,7 @@ class IntegratedGradients(CaptumExplainer):
 
         attributions = Method(model.module).attribute(
             x,
-            baselines=baseline(self.params["baseline"], x, model),
+            baselines=baseline_input(self.params["baseline"], x, model),
             target=targets,
             n_steps=self.params["n_steps"],
             method="gausslegendre",
@@ -197,7 +189,7 @@ class DeepLift(CaptumExplainer):
         from captum.attr import DeepLift as Method
 
         attributions = Method(model.module).attribute(
-            x, baselines=baseline(self.params["baseline"], x, model), target=targets
+            x, baselines=baseline_input(self.params["baseline"], x, model), target=targets
         )
         return reduce_channels(attributions, self.params["reduce"])
 
@@ -230,7 +222,7 @@ class GradientShap(CaptumExplainer):
         kinds = self.params["baselines"].split("+")
 
         def one(xi: torch.Tensor, target: int) -> torch.Tensor:
-            refs = torch.cat([baseline(kind, xi, model) for kind in kinds])
+            refs = torch.cat([baseline_input(kind, xi, model) for kind in kinds])
             return method.attribute(
                 xi,
                 baselines=refs,
@@ -318,7 +310,7 @@ class Occlusion(CaptumExplainer):
                 x,
                 sliding_window_shapes=(int(x.shape[1]), window, window),
                 strides=(int(x.shape[1]), stride, stride),
-                baselines=baseline(self.params["baseline"], x, model),
+                baselines=baseline_input(self.params["baseline"], x, model),
                 target=targets,
                 perturbations_per_eval=max(1, forward_batch(side) // int(x.shape[0])),
             )
@@ -340,7 +332,7 @@ def _lime_kernel(width: float) -> Callable[..., torch.Tensor]:
 
 class _SuperpixelExplainer(CaptumExplainer):
     """Shared by LIME and KernelSHAP: coalitions of superpixels of a fixed segmentation
-    (see ``xaibench_captum._torch.superpixels``), computed on the image in pixel space."""
+    (see ``xaibench_captum.maps.superpixels``), computed on the image in pixel space."""
 
     needs: ClassVar[tuple[str, ...]] = ("model_agnostic",)
     default_params: ClassVar[dict[str, Any]] = {
@@ -364,7 +356,7 @@ class _SuperpixelExplainer(CaptumExplainer):
     def attribute(self, model, x, targets, seeds):
         images = pixel_images(x, model)
         method = self._method(_forward(model, self.params["output"]))
-        refs = baseline(self.params["baseline"], x, model)
+        refs = baseline_input(self.params["baseline"], x, model)
         maps = []
         for i, s in enumerate(seeds):
             labels = superpixels(

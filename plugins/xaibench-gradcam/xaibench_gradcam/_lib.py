@@ -36,12 +36,7 @@ from pytorch_grad_cam.utils.find_layers import replace_layer_recursive
 from pytorch_grad_cam.utils.image import scale_cam_image
 from threadpoolctl import threadpool_limits
 
-
-def forward_batch(size: int) -> int:
-    """Images per forward pass for an input side of ``size`` px: about four 224 px images'
-    worth of pixels (small batches of large images are faster on CPU), at most 64.
-    Speed only: results do not depend on it (up to float rounding)."""
-    return max(1, min(64, 4 * 224 * 224 // (size * size)))
+from xaibench.kit import chunks, forward_batch
 
 
 def _top_variance_channels(activations: torch.Tensor, k: int) -> torch.Tensor:
@@ -75,9 +70,8 @@ class ScoreCAMTopK(ScoreCAM):
                 low, high = flat.min(dim=1).values, flat.max(dim=1).values
                 up = (up - low[:, None, None]) / (high - low + 1e-8)[:, None, None]
                 scores = []
-                step = forward_batch(int(input_tensor.shape[-1]))
-                for start in range(0, keep, step):
-                    masked = input_tensor[i][None] * up[start : start + step, None]
+                for part in chunks(keep, forward_batch(int(input_tensor.shape[-1]))):
+                    masked = input_tensor[i][None] * up[part, None]
                     scores.append(targets[i](self.model(masked)).float().cpu())
                 weights[i, idx.numpy()] = torch.softmax(torch.cat(scores), dim=0).numpy()
         return weights

@@ -19,9 +19,18 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import ExplainContext, Explainer, Model
-from xaibench.params import Param, check_params
-from xaibench_gradcam._torch import as_inputs, as_targets, isolated_grads, reshape_for, resolve_target_layers
+from xaibench.kit import (
+    ExplainContext,
+    Explainer,
+    Model,
+    Param,
+    as_inputs,
+    as_maps,
+    as_targets,
+    isolated_grads,
+    resolve_target_layers,
+)
+from xaibench_gradcam.reshape import reshape_for
 
 LIBRARY_VERSION = metadata.version("grad-cam")
 VERSION = f"1.0.0+gradcam.{LIBRARY_VERSION}"
@@ -48,9 +57,6 @@ class CamExplainer(Explainer):
     """Class name in ``pytorch_grad_cam`` (or in ``xaibench_gradcam._lib``)."""
     input_grad: ClassVar[bool] = True
     """Make the input require grad (FullGrad does it itself)."""
-
-    def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        return check_params(self.name, self.param_specs, super().validate_params(params))
 
     @property
     def uses_gradients(self) -> bool:
@@ -82,7 +88,7 @@ class CamExplainer(Explainer):
         from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 
         x = as_inputs(inputs)
-        classes = as_targets(targets, int(x.shape[0]))
+        classes = as_targets(targets, int(x.shape[0])).tolist()
         layers = resolve_target_layers(model, self.name) if "target_layer" in self.needs else []
         reshape = reshape_for(model, self.params.get("reshape", "none"))
         with isolated_grads(model.module), torch.set_grad_enabled(self.uses_gradients):
@@ -100,15 +106,7 @@ class CamExplainer(Explainer):
                 raise
             finally:
                 cam.activations_and_grads.release()
-        return _check_maps(self.name, maps, x)
-
-
-def _check_maps(name: str, maps: Any, x: torch.Tensor) -> np.ndarray:
-    out = np.asarray(maps, dtype=np.float32)
-    expected = (int(x.shape[0]), int(x.shape[-2]), int(x.shape[-1]))
-    if out.shape != expected:
-        raise RuntimeError(f"explainer {name!r}: got maps of shape {out.shape}, expected {expected}")
-    return out
+        return as_maps(maps, x, self.name)
 
 
 class GradCAM(CamExplainer):
@@ -242,7 +240,7 @@ class FullGrad(CamExplainer):
         # FullGrad makes the input a leaf that requires grad itself; hand it a plain tensor.
         # One image per call: the library keeps every bias layer's gradients in memory.
         x = as_inputs(inputs)
-        classes = as_targets(targets, int(x.shape[0]))
+        classes = as_targets(targets, int(x.shape[0])).tolist()
         parts = [super(FullGrad, self).explain(model, x[i : i + 1], classes[i : i + 1]) for i in range(len(classes))]
         return np.concatenate(parts) if parts else np.zeros((0, *x.shape[-2:]), dtype=np.float32)
 
@@ -262,13 +260,13 @@ class DeepFeatureFactorization(CamExplainer):
         from xaibench_gradcam._lib import class_dff
 
         x = as_inputs(inputs)
-        classes = as_targets(targets, int(x.shape[0]))
+        classes = as_targets(targets, int(x.shape[0])).tolist()
         layers = resolve_target_layers(model, self.name)
         reshape = reshape_for(model, self.params["reshape"])
         with isolated_grads(model.module):
             x.requires_grad_(True)
             maps = class_dff(model.module, layers[-1], reshape, x, classes, self.params["n_components"])
-        return _check_maps(self.name, maps, x)
+        return as_maps(maps, x, self.name)
 
 
 EXPLAINERS: tuple[type[Explainer], ...] = (

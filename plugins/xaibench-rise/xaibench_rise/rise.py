@@ -24,16 +24,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xaibench.api import ExplainContext, Explainer, Model
-from xaibench.params import Param, check_params
-from xaibench.seeds import derive_seed
-
-
-def forward_batch(size: int) -> int:
-    """Images per forward pass for an input side of ``size`` px: about four 224 px images'
-    worth of pixels (small batches of large images are faster on CPU), at most 64.
-    Speed only: results do not depend on it (up to float rounding)."""
-    return max(1, min(64, 4 * 224 * 224 // (size * size)))
+from xaibench.kit import (
+    BASELINES,
+    ExplainContext,
+    Explainer,
+    Model,
+    Param,
+    as_inputs,
+    as_targets,
+    baseline_input,
+    chunks,
+    derive_seed,
+    forward_batch,
+)
 
 
 def rise_masks(n_masks: int, size: int, grid: int, p: float, seed: int) -> torch.Tensor:
@@ -64,15 +67,12 @@ class Rise(Explainer):
         "n_masks": Param(int, low=1, high=100_000),
         "grid": Param(int, low=2, high=64),
         "p": Param(float, low=0.01, high=0.99),
-        "baseline": Param(str, choices=("zero", "black")),
+        "baseline": Param(str, choices=BASELINES),
     }
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self._masks: dict[tuple[int, int], torch.Tensor] = {}
-
-    def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        return check_params(self.name, self.param_specs, super().validate_params(params))
 
     def masks(self, size: int, seed: int) -> torch.Tensor:
         """The mask set for an input size and seed (cached on the instance)."""
@@ -91,30 +91,19 @@ class Rise(Explainer):
         seed: int = 0,
         context: ExplainContext | None = None,
     ) -> np.ndarray:
-        x = torch.as_tensor(inputs).detach().float()
-        if x.dim() != 4 or x.shape[-1] != x.shape[-2]:
-            raise ValueError(f"rise: inputs must be a (B, C, S, S) tensor, got shape {tuple(x.shape)}")
-        t = np.asarray(targets.detach().cpu() if isinstance(targets, torch.Tensor) else targets).reshape(-1)
-        if t.shape[0] != x.shape[0]:
-            raise ValueError(f"rise: got {t.shape[0]} targets for {int(x.shape[0])} inputs")
+        x = as_inputs(inputs)
+        classes = as_targets(targets, int(x.shape[0])).tolist()
         size = int(x.shape[-1])
         masks = self.masks(size, seed)
         flat = masks.reshape(masks.shape[0], -1)
-        if self.params["baseline"] == "black":
-            mean = torch.tensor(model.mean, dtype=x.dtype).view(1, -1, 1, 1)
-            std = torch.tensor(model.std, dtype=x.dtype).view(1, -1, 1, 1)
-            base = ((0.0 - mean) / std).expand(1, x.shape[1], size, size)
-        else:
-            base = torch.zeros(1, x.shape[1], size, size)
+        base = baseline_input(self.params["baseline"], x[:1], model)
         maps = np.zeros((x.shape[0], size, size), dtype=np.float32)
-        step = forward_batch(size)
         with torch.no_grad():
-            for b in range(int(x.shape[0])):
+            for b, target in enumerate(classes):
                 scores = []
-                for start in range(0, masks.shape[0], step):
-                    m = masks[start : start + step, None]
-                    probs = torch.softmax(model.module(base + (x[b : b + 1] - base) * m).float(), dim=1)
-                    scores.append(probs[:, int(t[b])])
+                for part in chunks(masks.shape[0], forward_batch(size)):
+                    probs = torch.softmax(model.module(base + (x[b : b + 1] - base) * masks[part, None]).float(), dim=1)
+                    scores.append(probs[:, target])
                 weights = torch.cat(scores)
                 sal = (weights @ flat) / (masks.shape[0] * self.params["p"])
                 maps[b] = sal.reshape(size, size).numpy()

@@ -1,0 +1,275 @@
+"""The explainer author's kit: everything an explainer plugin needs, imported from one module.
+
+An explainer plugin imports its base class, the parameter specs, the hook marker and these
+helpers from here::
+
+    from xaibench.kit import Explainer, Param, hookimpl, input_gradients
+
+What the kit gives, by task:
+
+- **types and registration**: :class:`Explainer`, :class:`ExplainContext`, :class:`Model`,
+  :data:`Register`, :func:`hookimpl`, and :class:`Param` for ``param_specs`` (parameters are
+  checked once, by the base class, when the explainer is built);
+- **inputs and targets**: :func:`as_inputs` (a private float copy of the batch),
+  :func:`as_targets` (``(B,)`` int64 class indices), :func:`as_maps` (the returned maps, shape
+  checked), :func:`baseline_input` (the ``zero`` / ``black`` reference input);
+- **the model**: :func:`forward_batch` and :func:`chunks` (run many perturbed images through the
+  model in batches sized for the input), :func:`resolve_target_layers` (CAM target layers);
+- **gradients**: :func:`isolated_grads` (parameters frozen, their ``requires_grad`` and ``.grad``
+  restored, benign hook warnings silenced) and :func:`input_gradients` (the target logits'
+  gradient with respect to the inputs);
+- **randomness**: :func:`sample_ids`, :func:`sample_seeds`, :func:`sample_rngs` (one seed per
+  image from the run seed and the sample id, so a map never depends on its batch),
+  :func:`seeded` (seed torch's and numpy's global generators for a library that draws from them,
+  then restore them) and :func:`derive_seed`;
+- **the output checks**: :func:`check_saliency` and :func:`check_concepts`, the very checks the
+  runner applies to every explanation (and :mod:`xaibench.testing` applies in plugin tests).
+
+Layer 2: imports the public types, the parameter specs, seeds and the hook marker only.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+
+from xaibench.api import ExplainContext, Explainer, Model, Register
+from xaibench.params import Param
+from xaibench.plugins.hookspecs import hookimpl
+from xaibench.seeds import derive_seed
+
+__all__ = [
+    "BASELINES",
+    "ExplainContext",
+    "Explainer",
+    "Model",
+    "Param",
+    "Register",
+    "as_inputs",
+    "as_maps",
+    "as_targets",
+    "baseline_input",
+    "check_concepts",
+    "check_saliency",
+    "chunks",
+    "derive_seed",
+    "forward_batch",
+    "hookimpl",
+    "input_gradients",
+    "isolated_grads",
+    "resolve_target_layers",
+    "sample_ids",
+    "sample_rngs",
+    "sample_seeds",
+    "seeded",
+]
+
+BASELINES: tuple[str, ...] = ("zero", "black")
+"""The reference inputs :func:`baseline_input` knows."""
+
+_BENIGN_WARNINGS = (
+    r"(?s).*Setting forward, backward hooks and attributes on non-linear",
+    r"(?s).*did not already require gradients",
+    r"(?s).*Setting backward hooks on ReLU activations",
+)
+"""Warnings libraries such as Captum print on every call with frozen parameters; harmless."""
+
+
+# ----------------------------------------------------------------------------- inputs, targets, maps
+
+
+def as_inputs(inputs: Any) -> torch.Tensor:
+    """A detached float32 copy of a ``(B, C, S, S)`` batch, never the caller's tensor (so an
+    explainer may set ``requires_grad`` or write into it). Raises ``ValueError`` for another shape."""
+    x = torch.as_tensor(inputs)
+    if x.dim() != 4 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"inputs must be a (B, C, S, S) tensor, got shape {tuple(x.shape)}")
+    return x.detach().clone().float()
+
+
+def as_targets(targets: Any, batch: int) -> torch.Tensor:
+    """``(B,)`` class indices (a tensor, an array or a list) as an int64 tensor; ``ValueError``
+    unless there is one per input. ``.tolist()`` gives Python ints."""
+    t = torch.as_tensor(np.asarray(targets.detach().cpu() if isinstance(targets, torch.Tensor) else targets))
+    t = t.reshape(-1).long()
+    if int(t.shape[0]) != batch:
+        raise ValueError(f"got {int(t.shape[0])} targets for {batch} inputs")
+    return t
+
+
+def as_maps(maps: Any, inputs: torch.Tensor, name: str) -> np.ndarray:
+    """The explainer's maps as a float32 ``(B, S, S)`` array for ``(B, C, S, S)`` inputs; a
+    ``RuntimeError`` naming the explainer when the shape is wrong (a bug in the explainer)."""
+    out = np.asarray(maps.detach().cpu() if isinstance(maps, torch.Tensor) else maps, dtype=np.float32)
+    expected = (int(inputs.shape[0]), int(inputs.shape[-2]), int(inputs.shape[-1]))
+    if out.shape != expected:
+        raise RuntimeError(f"explainer {name!r}: got maps of shape {out.shape}, expected {expected}")
+    return out
+
+
+def baseline_input(kind: str, x: torch.Tensor, model: Model) -> torch.Tensor:
+    """The reference input for normalised inputs ``x``: ``zero`` is the normalised zero (the
+    dataset mean, also the deletion baseline of the faithfulness metrics); ``black`` is pixel
+    value 0, normalised with the model's ``mean`` and ``std``. Same shape as ``x``."""
+    if kind == "zero":
+        return torch.zeros_like(x)
+    if kind == "black":
+        mean = torch.tensor(model.mean, dtype=x.dtype).view(1, -1, 1, 1)
+        std = torch.tensor(model.std, dtype=x.dtype).view(1, -1, 1, 1)
+        return ((0.0 - mean) / std).expand_as(x).clone()
+    raise ValueError(f"unknown baseline {kind!r}; known: {', '.join(BASELINES)}")
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def forward_batch(size: int) -> int:
+    """Images per forward pass for an input side of ``size`` px: about four 224 px images'
+    worth of pixels (small batches of large images are faster on CPU), at most 64.
+    Speed only: results do not depend on it (up to float rounding)."""
+    return max(1, min(64, 4 * 224 * 224 // (size * size)))
+
+
+def chunks(n: int, batch_size: int) -> Iterator[slice]:
+    """Consecutive slices covering ``range(n)``, each at most ``batch_size`` long: run ``n``
+    perturbed images through the model ``forward_batch(S)`` at a time::
+
+        for part in chunks(len(masks), forward_batch(size)):
+            scores.append(model.module(x * masks[part]))
+    """
+    step = max(1, int(batch_size))
+    for start in range(0, int(n), step):
+        yield slice(start, min(start + step, int(n)))
+
+
+def resolve_target_layers(model: Model, explainer: str) -> list[torch.nn.Module]:
+    """The modules named by ``model.target_layers`` (dotted paths into ``model.module``), for CAM
+    methods; ``ValueError`` naming the model when it declares none or a path does not resolve."""
+    paths: Sequence[str] = tuple(getattr(model, "target_layers", ()) or ())
+    if not paths:
+        raise ValueError(
+            f"explainer {explainer!r} needs a target layer, but model {model.name!r} declares no "
+            "target_layers (set Model.target_layers to dotted module paths, e.g. ('layer4',))"
+        )
+    layers = []
+    for path in paths:
+        try:
+            layers.append(model.module.get_submodule(path))
+        except AttributeError:
+            raise ValueError(
+                f"model {model.name!r}: target layer {path!r} (from Model.target_layers) is not a submodule of "
+                f"model.module ({type(model.module).__name__})"
+            ) from None
+    return layers
+
+
+# ----------------------------------------------------------------------------- gradients
+
+
+@contextmanager
+def isolated_grads(module: torch.nn.Module) -> Iterator[None]:
+    """Freeze every parameter of ``module`` for the duration (an explainer needs input gradients
+    only) and restore each parameter's ``requires_grad`` and ``.grad`` afterwards, even on error,
+    so the model leaves exactly as it came. Silences the warnings libraries give about hooks on
+    frozen models."""
+    saved = [(p, p.requires_grad, p.grad) for p in module.parameters()]
+    try:
+        for p, _, _ in saved:
+            p.requires_grad_(False)
+        with warnings.catch_warnings():
+            for pattern in _BENIGN_WARNINGS:
+                warnings.filterwarnings("ignore", message=pattern)
+            yield
+    finally:
+        for p, requires_grad, grad in saved:
+            p.requires_grad_(requires_grad)
+            p.grad = grad
+
+
+def input_gradients(model: Model, inputs: Any, targets: Any) -> torch.Tensor:
+    """``(B, C, S, S)``: the gradient of each image's target logit with respect to that image
+    (Simonyan et al. 2014's saliency before any reduction). Parameters stay frozen and untouched
+    (:func:`isolated_grads`); the caller's ``inputs`` are not modified."""
+    x = as_inputs(inputs).requires_grad_(True)
+    t = as_targets(targets, int(x.shape[0]))
+    with isolated_grads(model.module), torch.enable_grad():
+        picked = model.module(x).gather(1, t.view(-1, 1)).sum()
+        (grad,) = torch.autograd.grad(picked, x)
+    return grad.detach()
+
+
+# ----------------------------------------------------------------------------- randomness
+
+
+def sample_ids(batch: int, context: ExplainContext | None) -> list[str]:
+    """The ids of the batch's samples (``context.samples``); without a matching context, the
+    positions ``"0"``, ``"1"``, ..."""
+    if context is not None and len(context.samples) == batch:
+        return [s.id for s in context.samples]
+    return [str(i) for i in range(batch)]
+
+
+def sample_seeds(seed: int, name: str, batch: int, context: ExplainContext | None) -> list[int]:
+    """One seed per image from ``(seed, explainer name, sample id)``: an image's map never
+    depends on which other images share its batch (see :func:`sample_ids`)."""
+    return [derive_seed(seed, name, sample_id) for sample_id in sample_ids(batch, context)]
+
+
+def sample_rngs(seed: int, name: str, batch: int, context: ExplainContext | None) -> list[np.random.Generator]:
+    """One numpy generator per image, seeded with :func:`sample_seeds`."""
+    return [np.random.default_rng(s) for s in sample_seeds(seed, name, batch, context)]
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Seed torch's and numpy's global generators (for libraries that draw from them, such as
+    Captum) and restore their previous states afterwards, so the caller's streams are untouched."""
+    numpy_state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        np.random.seed(seed % (2**32))
+        try:
+            yield
+        finally:
+            np.random.set_state(numpy_state)
+
+
+# ----------------------------------------------------------------------------- output checks
+
+
+def check_saliency(value: Any, size: tuple[int, int]) -> tuple[np.ndarray | None, str | None]:
+    """Check one saliency map against the input size ``(S, S)``; returns ``(map, None)`` (float32)
+    or ``(None, reason)``. The runner records the reason as the sample's n/a: a non-numeric map,
+    the wrong shape, NaN or inf, or a constant map (it ranks nothing)."""
+    try:
+        arr = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        return None, f"explainer returned a non-numeric map ({exc})"
+    if arr.ndim == 3 and arr.shape[0] == 1:
+        arr = arr[0]
+    if arr.shape != size:
+        return None, f"explainer returned shape {tuple(arr.shape)}, expected {size}"
+    if not np.isfinite(arr).all():
+        return None, "explainer returned NaN or inf"
+    if float(arr.max()) == float(arr.min()):
+        return None, "explainer returned a constant map"
+    return arr, None
+
+
+def check_concepts(value: Any) -> tuple[dict[str, float] | None, str | None]:
+    """Check one concept explanation (a non-empty ``{concept: weight}`` dict of finite numbers);
+    returns ``(weights, None)`` or ``(None, reason)``, as :func:`check_saliency`."""
+    if not isinstance(value, dict) or not value:
+        return None, "explainer returned no concept weights"
+    try:
+        out = {str(k): float(v) for k, v in value.items()}
+    except (TypeError, ValueError):
+        return None, "explainer returned non-numeric concept weights"
+    if not all(np.isfinite(v) for v in out.values()):
+        return None, "explainer returned NaN or inf concept weights"
+    return out, None
