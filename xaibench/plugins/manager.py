@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from xaibench.version import __version__
 from xaibench.api import (
     FAMILIES,
     Component,
@@ -34,6 +33,7 @@ from xaibench.api import (
 )
 from xaibench.errors import RegistrationError, UnknownComponentError, XaibenchError
 from xaibench.plugins import hookspecs
+from xaibench.version import __version__
 
 ENTRY_POINT_GROUP = "xaibench"
 DEFAULT_PLUGINS: tuple[str, ...] = (

@@ -33,7 +33,6 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from xaibench.version import __version__
 from xaibench.api import RANKED_FAMILIES as FAMILIES
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry
@@ -49,6 +48,7 @@ from xaibench.publish.writers import (
 )
 from xaibench.site import charts
 from xaibench.site.correlations import PERCEPTUAL_REFERENCE, correlation_matrix, oriented, pair_rho
+from xaibench.version import __version__
 
 HERE = Path(__file__).resolve().parent
 MARKER = ".xaibench-site"

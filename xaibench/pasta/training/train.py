@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from xaibench.version import __version__
 from xaibench.errors import XaibenchError
 from xaibench.pasta.checkpoint import PASTA_LABEL, PROXY_LABEL, load_checkpoint, save_checkpoint, write_card
 from xaibench.pasta.network import QUESTIONS, TrainSettings, train_network
@@ -35,6 +34,7 @@ from xaibench.pasta.training.data import (
 from xaibench.pasta.training.evaluation import cross_validate, summarise
 from xaibench.pasta.training.generate import TrackChoice, generate_items
 from xaibench.plugins.manager import Registry
+from xaibench.version import __version__
 
 __all__ = [
     "DEFAULT_CONCEPT",
