@@ -109,6 +109,22 @@ def cli() -> None:
 @click.option("--batch-size", default=64, show_default=True, help="Images per model forward pass.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the explanation cache.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
+)
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Explainer worker processes.")
+@click.option("--ray-address", default=None, metavar="ADDR", help="Join this Ray cluster (default: start a local one).")
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    metavar="auto|cpu|cuda|cuda:N|mps",
+    help="Device for models, explainers and metric forward passes (auto: a GPU when torch sees one).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def run(
     explainers: tuple[str, ...],
@@ -126,6 +142,10 @@ def run(
     batch_size: int,
     threads: int,
     no_cache: bool,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    device: str,
     quiet: bool,
 ) -> None:
     """Explain and score every track of a suite, then print the ranked leaderboard."""
@@ -149,6 +169,10 @@ def run(
         progress=not quiet,
         use_cache=not no_cache,
         threads=threads,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        device=device,
     )
     registry = get_registry()
     result = run_suite(config, registry)

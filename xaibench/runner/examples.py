@@ -15,6 +15,7 @@ import numpy as np
 
 from xaibench.api import Explainer
 from xaibench.runner.cache import ExplanationCache
+from xaibench.runner.executors import Executor
 from xaibench.runner.explain import explain_track
 from xaibench.runner.track import TrackContext
 
@@ -57,6 +58,7 @@ def collect_examples(
     timeout: float | None,
     k: int = EXAMPLES_PER_TRACK,
     failed: Mapping[str, str] | None = None,
+    executor: Executor | None = None,
 ) -> ExampleSet:
     """The first ``k`` samples of ``track`` with their explanations.
 
@@ -73,7 +75,9 @@ def collect_examples(
     failures: dict[str, str] = dict(failed or {})
     missing = {s.id for s in chosen if s.id not in maps and s.id not in failures}
     if missing:
-        more = explain_track(track, explainer, cache=cache, seed=seed, batch_size=k, timeout=timeout, only=missing)
+        more = explain_track(
+            track, explainer, cache=cache, seed=seed, batch_size=k, timeout=timeout, only=missing, executor=executor
+        )
         maps.update(more.values)
         failures.update(more.failures)
     index = track.sample_index()

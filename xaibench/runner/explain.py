@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
-from xaibench.api import ExplainContext, Explainer
+from xaibench.api import Explainer
 from xaibench.runner.cache import ExplanationCache, explanation_key
-from xaibench.runner.guard import call_with_limit, check_concepts, check_saliency
+from xaibench.runner.executors import Executor, ExplainerSpec, ExplainTask, InProcessExecutor, ModelSpec
+from xaibench.runner.guard import check_concepts, check_saliency
 from xaibench.runner.track import TrackContext
 from xaibench.seeds import derive_seed
 
@@ -38,11 +38,13 @@ def explain_track(
     timeout: float | None = None,
     only: set[str] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    executor: Executor | None = None,
 ) -> Explanations:
     """Explain every sample (or the ids in ``only``) of ``track``.
 
-    A batch that raises is retried sample by sample so one bad sample cannot take
-    the others down; each failure becomes an n/a reason for that sample.
+    Batches run on ``executor`` (default: in this process, for trusted code). A batch that
+    fails is retried sample by sample, once, so one bad sample cannot take the others down;
+    each failure becomes an n/a reason for that sample.
     """
     model, all_inputs, size = track.model, track.inputs, track.input_size
     if model is None or all_inputs is None or size is None:
@@ -73,39 +75,49 @@ def explain_track(
         else:
             todo.append(i)
 
-    def run(indices: list[int]) -> list[Any]:
-        batch_seed = derive_seed(seed, explainer.name, *(track.samples[i].id for i in indices))
-        torch.manual_seed(batch_seed)
-        np.random.seed(batch_seed % 2**32)
-        inputs = all_inputs[indices]
-        targets = torch.as_tensor(track.targets[indices])
-        context = ExplainContext(samples=[track.samples[i] for i in indices])
-        result = call_with_limit(lambda: explainer.explain(model, inputs, targets, seed=seed, context=context), timeout)
-        if explainer.kind == "concept":
-            result = list(result)
-        elif isinstance(result, torch.Tensor):
-            result = result.detach().cpu().numpy()
-        if len(result) != len(indices):
-            raise ValueError(f"explainer returned {len(result)} explanations for {len(indices)} inputs")
-        return list(result)
+    model_spec = ModelSpec(
+        name=track.spec.model,
+        params=dict(track.spec.model_params),
+        identity=model.identity,
+        device=str(all_inputs.device),
+    )
+    explainer_spec = ExplainerSpec(explainer.name, dict(explainer.params))
+    if executor is None:
+        executor = InProcessExecutor()
+    if isinstance(executor, InProcessExecutor):  # this process: the track's own model and explainer
+        executor.adopt(model=model, explainer=explainer)
+
+    def task(indices: list[int]) -> ExplainTask:
+        return ExplainTask(
+            model=model_spec,
+            explainer=explainer_spec,
+            inputs=all_inputs[indices].detach().cpu().numpy(),
+            targets=np.asarray(track.targets[indices], dtype=np.int64),
+            samples=[track.samples[i] for i in indices],
+            seed=seed,
+            batch_seed=derive_seed(seed, explainer.name, *(track.samples[i].id for i in indices)),
+            timeout=timeout,
+        )
 
     started = time.perf_counter()
-    for start in range(0, len(todo), batch_size):
-        chunk = todo[start : start + batch_size]
-        try:
-            results: list[tuple[int, Any, str | None]] = [(i, r, None) for i, r in zip(chunk, run(chunk), strict=True)]
-        except Exception as exc:  # noqa: BLE001 - isolate plugin and user code failures
-            if len(chunk) == 1:
-                results = [(chunk[0], None, _reason(exc))]
-            else:
-                results = []
-                for i in chunk:
-                    try:
-                        results.append((i, run([i])[0], None))
-                    except Exception as inner:  # noqa: BLE001 - isolate plugin and user code failures
-                        results.append((i, None, _reason(inner)))
+    chunks = [todo[start : start + batch_size] for start in range(0, len(todo), batch_size)]
+    for chunk, outcome in zip(chunks, executor.run([task(c) for c in chunks]), strict=True):
+        if outcome.error is None:
+            assert outcome.outputs is not None
+            results: list[tuple[int, Any, str | None]] = list(
+                zip(chunk, outcome.outputs, [None] * len(chunk), strict=True)
+            )
+        elif len(chunk) == 1:
+            results = [(chunk[0], None, outcome.error)]
+        else:  # retried sample by sample, once
+            singles = executor.run([task([i]) for i in chunk])
+            results = [
+                (i, None if o.error else o.outputs[0], o.error)  # type: ignore[index]
+                for i, o in zip(chunk, singles, strict=True)
+            ]
         for i, raw, error in results:
             sample_id = track.samples[i].id
+            value = None
             if error is None:
                 value, error = check_concepts(raw) if explainer.kind == "concept" else check_saliency(raw, size)
             if error is not None:
@@ -120,8 +132,3 @@ def explain_track(
             on_progress(len(chunk))
     out.seconds = time.perf_counter() - started
     return out
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"explainer raised {type(exc).__name__}: {text}"[:300]

@@ -28,6 +28,7 @@ from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.examples import EXAMPLES_PER_TRACK, ExampleSet, collect_examples
+from xaibench.runner.executors import Executor, make_executor
 from xaibench.runner.explain import Explanations, explain_track
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import RecordMaker, explainer_block, metric_block
@@ -61,6 +62,10 @@ class RunConfig:
     progress: bool = True
     use_cache: bool = True
     examples: int = EXAMPLES_PER_TRACK  # example explanations per track and explainer, for the submissions
+    executor: str = "local"  # where explainer code runs: "local" worker processes, "ray", or "inprocess" (trusted)
+    workers: int = 1  # worker processes (local) or Ray workers
+    ray_address: str | None = None  # join this Ray cluster; None starts a local Ray instance
+    device: str = "cpu"  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
 
 
 def environment() -> dict[str, Any]:
@@ -179,6 +184,9 @@ class Runner:
         self.environment = environment()
         self.progress = Progress(enabled=False)
         self.examples: list[ExampleSet] = []
+        self.executor: Executor = make_executor(
+            config.executor, registry, workers=config.workers, threads=config.threads, ray_address=config.ray_address
+        )
 
     def run(self) -> RunResult:
         """Run every explainer on every track; write ``<workdir>/summary.json``; return the result."""
@@ -197,9 +205,12 @@ class Runner:
             "tracks": {},
         }
         self.examples = []
-        with Progress(enabled=config.progress) as self.progress:
-            for spec in self.specs:
-                summary["tracks"][spec.name] = self.run_track(spec)
+        try:
+            with Progress(enabled=config.progress) as self.progress:
+                for spec in self.specs:
+                    summary["tracks"][spec.name] = self.run_track(spec)
+        finally:
+            self.executor.close()
         self.progress = Progress(enabled=False)
         summary["run"]["wall_time_s"] = round((dt.datetime.now(dt.UTC) - started).total_seconds(), 3)
         config.workdir.mkdir(parents=True, exist_ok=True)
@@ -252,6 +263,7 @@ class Runner:
             timeout=config.timeout,
             only=only,
             on_progress=lambda k: self.progress.advance(task, k),
+            executor=self.executor,
         )
         self.progress.done(task)
         return state.explanations
@@ -291,6 +303,7 @@ class Runner:
             seed=self.config.seed,
             timeout=self.config.timeout,
             k=self.config.examples,
+            executor=self.executor,
         )
 
     def summarise(self, state: ExplainerRun) -> dict[str, Any]:
