@@ -159,17 +159,7 @@ def train_cbm(config: CBMTrainConfig, log: Any = None) -> dict[str, torch.Tensor
                     f"class ce {sums['ce'] / config.n_train:.4f} ({time.perf_counter() - t0:.1f} s)"
                 )
 
-        fit(
-            net,
-            config.n_train,
-            step,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            weight_decay=config.weight_decay,
-            seed=config.seed,
-            log=report,
-        )
+        fit(net, config, step, log=report)
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
 

@@ -159,17 +159,7 @@ def train(variant: str, config: TrainConfig, log: Any = None) -> dict[str, torch
                     f"acc {sums['correct'] / config.n_train:.3f} ({seconds:.1f} s, data {t_data:.1f} s)"
                 )
 
-        fit(
-            net,
-            config.n_train,
-            step,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            weight_decay=config.weight_decay,
-            seed=config.seed,
-            log=report,
-        )
+        fit(net, config, step, log=report)
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
 

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -100,16 +101,21 @@ StepLoss = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
 """``step(indices) -> (loss, sums)``: the loss of one mini-batch and per-batch sums to report."""
 
 
+class FitConfig(Protocol):
+    """The training settings :func:`fit` reads (both models' ``TrainConfig`` dataclasses have them)."""
+
+    n_train: int
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    seed: int
+
+
 def fit(
     net: nn.Module,
-    n_train: int,
+    config: FitConfig,
     step: StepLoss,
-    *,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    seed: int,
     log: Callable[[int, dict[str, float]], None] | None = None,
 ) -> None:
     """The one training loop of the trained-on-first-use models.
@@ -119,10 +125,12 @@ def fit(
     under :func:`deterministic` for a given seed. ``log(epoch, sums)`` gets each epoch's
     sums of the values ``step`` reports (``epoch`` counts from 1).
     """
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+    n_train, batch_size, epochs = config.n_train, config.batch_size, config.epochs
+    lr = config.lr
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=config.weight_decay)
     steps_per_epoch = (n_train + batch_size - 1) // batch_size
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps_per_epoch, pct_start=0.25)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(config.seed)
     net.train()
     for epoch in range(epochs):
         order = torch.randperm(n_train, generator=gen)
