@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,12 +33,62 @@ def _parse_params(items: Sequence[str]) -> dict[str, dict[str, Any]]:
             raise click.BadParameter(f"{item!r}: expected EXPLAINER.KEY=VALUE", param_hint="--param")
         lhs, raw = item.split("=", 1)
         name, key = lhs.split(".", 1)
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        out.setdefault(name, {})[key] = value
+        out.setdefault(name, {})[key] = _json_value(raw, item, "--param")
     return out
+
+
+def _json_value(raw: str, item: str, option: str) -> Any:
+    """``raw`` parsed as JSON when it is JSON, else the string itself; hostile JSON is a usage error."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    except (ValueError, RecursionError) as exc:  # an integer over 4,300 digits; nesting deeper than the stack
+        what = (
+            "is JSON nested too deeply"
+            if isinstance(exc, RecursionError)
+            else f"holds a number of over {sys.get_int_max_str_digits()} digits"
+        )
+        shown = item if len(item) <= 60 else item[:57] + "..."
+        raise click.BadParameter(f"{shown!r}: the value {what}", param_hint=f"'{option}'") from None
+
+
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+
+
+def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not _DEVICE.fullmatch(value):
+        raise click.BadParameter(f"{value!r}: expected auto, cpu, cuda, cuda:N or mps", ctx, param)
+    return value
+
+
+def _writable_folder(path: Path, option: str) -> None:
+    """Fail at once with one line naming the option when ``path`` cannot be a folder we write in.
+
+    Checked by creating the folder and a temporary file in it, not by permission bits, so it also
+    holds for root (who ignores ``chmod``), read-only mounts and immutable folders. The messages
+    match those of the runner's workdir lock (:class:`xaibench.runner.store.WorkdirLock`).
+    """
+    if path.exists() and not path.is_dir():
+        raise XaibenchError(f"{option} {path}: is a file, not a folder; pass a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise XaibenchError(f"{option} {path}: a part of the path is a file, not a folder") from None
+    except OSError as exc:
+        raise XaibenchError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _check_params(params: dict[str, dict[str, Any]], running: Sequence[str]) -> None:
+    """Every ``--param`` must be for an explainer this run runs (a typo would be silently ignored)."""
+    for name, values in params.items():
+        if name not in running:
+            key = next(iter(values))
+            raise click.BadParameter(
+                f"{name}.{key}: explainer {name!r} is not run (running: {', '.join(running)})", param_hint="'--param'"
+            )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -105,8 +157,16 @@ def cli() -> None:
     metavar="EXPLAINER.KEY=VALUE",
     help="Explainer parameter (VALUE parsed as JSON when it can be), repeatable.",
 )
-@click.option("--timeout", default=300.0, show_default=True, help="Seconds allowed per explainer call (0: none).")
-@click.option("--batch-size", default=64, show_default=True, help="Images per model forward pass.")
+@click.option(
+    "--timeout",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds allowed per explainer call (0: none).",
+)
+@click.option(
+    "--batch-size", default=64, show_default=True, type=click.IntRange(min=1), help="Images per model forward pass."
+)
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the explanation cache.")
 @click.option(
@@ -123,6 +183,7 @@ def cli() -> None:
     default="auto",
     show_default=True,
     metavar="auto|cpu|cuda|cuda:N|mps",
+    callback=_check_device,
     help="Device for models, explainers and metric forward passes (auto: a GPU when torch sees one).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
@@ -150,17 +211,27 @@ def run(
 ) -> None:
     """Explain and score every track of a suite, then print the ranked leaderboard."""
     from xaibench.publish.submission import write_run
-    from xaibench.runner.run import RunConfig
+    from xaibench.publish.validation import require_valid, submission_files
+    from xaibench.runner.run import RunConfig, resolve_explainers
     from xaibench.runner.run import run as run_suite
 
     if data_dir is not None:
         os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
+    registry = get_registry()
+    explainer_params = _parse_params(params)
+    _check_params(explainer_params, resolve_explainers(registry, _split(explainers)))
+    # Folders that cannot be written, and a bad submission already in the folder, would fail the
+    # publishing after the run: fail before it, changing nothing. (The runner's workdir lock checks
+    # --workdir the same way.)
+    _writable_folder(submissions_dir, "--submissions")
+    _writable_folder(leaderboard_dir, "--leaderboard-dir")
+    require_valid(submission_files([submissions_dir]))
     config = RunConfig(
         explainers=_split(explainers),
         suite=suite,
         tracks=_split(tracks) or None,
         metrics=_split(metrics) or None,
-        explainer_params=_parse_params(params),
+        explainer_params=explainer_params,
         seed=seed,
         limit=limit,
         workdir=workdir,
@@ -174,7 +245,6 @@ def run(
         ray_address=ray_address,
         device=device,
     )
-    registry = get_registry()
     result = run_suite(config, registry)
     summary = result.summary
     failed = {t: s["error"] for t, s in summary["tracks"].items() if "error" in s}
@@ -357,18 +427,19 @@ def submission() -> None:
 def submission_validate(paths: tuple[Path, ...]) -> None:
     """Check submission FILE(s) (or every *.json of a folder) against docs/submission.schema.json.
 
-    Prints FILE:LINE:COLUMN: problem (at /json/pointer) for each problem; exits 1 if any.
+    Prints FILE: ok for each valid file, then FILE:LINE:COLUMN: problem (at /json/pointer) for each
+    problem; exits 1 if any.
     """
     from xaibench.publish.validation import submission_files, validate_file
 
     files = submission_files(paths)
     issues = [i for f in files for i in validate_file(f)]
-    for issue in issues:
-        click.echo(str(issue))
     bad = {i.file for i in issues}
     for f in files:
         if str(f) not in bad:
             click.echo(f"{f}: ok")
+    for issue in issues:  # last, where they are seen
+        click.echo(str(issue))
     if issues:
         sys.exit(1)
 
@@ -410,12 +481,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
-    except (XaibenchError, FileNotFoundError, ValueError) as exc:
+    except (XaibenchError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:  # a file that cannot be read or written: name it
+        click.echo(f"error: {_os_error(exc)}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("interrupted; rerun the same command to resume", err=True)
         sys.exit(130)
+
+
+def _os_error(exc: OSError) -> str:
+    if exc.filename is None or exc.strerror is None:
+        return str(exc)
+    target = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+    return f"{exc.filename}{target}: {exc.strerror}"
 
 
 if __name__ == "__main__":

@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from xaibench.api import Dataset, GroundTruth, Sample
-from xaibench.datasets.io import digest_files, read_mask, read_rgb
+from xaibench.datasets.io import digest_files, image_size, read_mask, read_rgb
 
 __all__ = ["IMAGE_SUFFIXES", "FolderDataset", "mask_to_ground_truth"]
 
@@ -53,13 +52,9 @@ MASK_SUFFIXES = (".png",)
 
 
 def _image_size(path: Path) -> tuple[int, int]:
-    """(height, width) from the file header, without decoding the pixels."""
-    try:
-        with Image.open(path) as im:
-            width, height = im.size
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise ValueError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from exc
-    return int(height), int(width)
+    """(height, width) from the file header, without decoding the pixels (a decompression bomb
+    is a ``ValueError`` naming the file, see :func:`xaibench.datasets.io.image_size`)."""
+    return image_size(path)
 
 
 def mask_to_ground_truth(mask: np.ndarray, path: Path | str = "mask") -> tuple[GroundTruth, str]:

@@ -2,7 +2,8 @@
 
 Images become ``H x W x 3`` float32 arrays in [0, 1] (DESIGN 2); masks are
 returned as stored (palette PNGs keep their palette indices). Every failure
-raises ``ValueError`` naming the file and the problem.
+raises ``ValueError`` naming the file and the problem, a decompression bomb (an image over
+PIL's ``Image.MAX_IMAGE_PIXELS``, warning and error level alike) included.
 """
 
 from __future__ import annotations
@@ -15,21 +16,54 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-__all__ = ["digest_files", "read_mask", "read_rgb"]
+__all__ = ["digest_files", "image_size", "read_mask", "read_rgb"]
 
 
-def _open(path: Path) -> Image.Image:
+_READ_ERRORS = (
+    UnidentifiedImageError,
+    OSError,
+    SyntaxError,
+    ValueError,
+    Image.DecompressionBombError,
+    Image.DecompressionBombWarning,
+)
+
+
+def _failure(path: Path, exc: BaseException) -> ValueError:
+    if isinstance(exc, Image.DecompressionBombError | Image.DecompressionBombWarning):
+        size = str(exc).split(", could be")[0].rstrip(".")  # "Image size (N pixels) exceeds limit of M pixels"
+        return ValueError(f"{path}: {size}; refused as a possible decompression bomb")
+    return ValueError(f"{path}: cannot read image ({type(exc).__name__}: {exc})")
+
+
+def _open(path: Path, decode: bool = True) -> Image.Image:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: file not found")
+    image = None
     try:
         with warnings.catch_warnings():
+            # PIL only warns between MAX_IMAGE_PIXELS and twice that: refuse those too.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(path)
-            image.load()  # decode now so truncated/corrupt files fail here, not later
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombWarning) as exc:
-        raise ValueError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from exc
+            if decode:
+                image.load()  # decode now so truncated/corrupt files fail here, not later
+    except _READ_ERRORS as exc:
+        if image is not None:
+            image.close()
+        raise _failure(path, exc) from exc
     return image
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """``(height, width)`` from the file header, without decoding the pixels.
+
+    Raises ``ValueError`` with the path, like :func:`read_rgb`, for a file that cannot be read
+    or whose size is over PIL's decompression-bomb limit (it could never be decoded).
+    """
+    with _open(path, decode=False) as image:
+        width, height = image.size
+    return int(height), int(width)
 
 
 def read_rgb(path: Path) -> np.ndarray:

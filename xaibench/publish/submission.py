@@ -127,6 +127,12 @@ def load_submission(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise XaibenchError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from exc
+    except UnicodeDecodeError as exc:
+        raise XaibenchError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except ValueError as exc:  # an integer over Python's int conversion limit (4,300 digits)
+        raise XaibenchError(f"{path}: invalid JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise XaibenchError(f"{path}: JSON nested too deeply") from exc
     except OSError as exc:
         raise XaibenchError(f"{path}: cannot read ({exc.strerror})") from exc
     if not isinstance(data, dict):

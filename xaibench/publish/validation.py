@@ -4,6 +4,8 @@ Three layers, every finding reported as ``FILE:LINE:COLUMN: message (at /json/po
 
 1. JSON syntax (the decoder's line and column), plus what Python's decoder lets through but
    JSON forbids (``NaN``, ``Infinity``) and duplicate keys (the last one would silently win).
+   Hostile text gets one finding, never a crash: nesting deeper than :data:`MAX_DEPTH`, an
+   integer longer than Python's conversion limit (4,300 digits), a number beyond float range.
 2. The JSON Schema (``xaibench/data/submission.schema.json``, published as
    ``docs/submission.schema.json``), checked with ``jsonschema``. Each error's JSON pointer is
    mapped to the line of the offending key (for a missing key: the line of the object that
@@ -21,6 +23,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,6 +38,11 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _WS = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"-?Infinity|NaN|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
 _MAX_MESSAGE = 240
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects accepted (a submission needs about 8); deeper text is
+reported, not parsed, so neither the decoder nor the validators can run out of stack."""
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_OUT_OF_RANGE = "is out of range (beyond a 64-bit float)"
 
 
 @dataclass(frozen=True)
@@ -118,9 +126,37 @@ class _Locator:
         match = _SCALAR.match(text, i)
         if match is None:  # cannot happen after json.loads accepted the text
             raise ValueError(f"unexpected character {c!r} at offset {i}")
-        if match.group(0).lstrip("-") in ("NaN", "Infinity"):
-            self.findings.append((i, ptr, f"{match.group(0)} is not valid JSON; write null for a missing value"))
+        literal = match.group(0)
+        if literal.lstrip("-") in ("NaN", "Infinity"):
+            self.findings.append((i, ptr, f"{literal} is not valid JSON; write null for a missing value"))
+        elif literal[-1].isdigit() and math.isinf(float(literal)):
+            self.findings.append((i, ptr, f"number {_short_number(literal)} {_OUT_OF_RANGE}"))
         return match.end()
+
+
+def _short_number(literal: str) -> str:
+    return literal if len(literal) <= 24 else f"{literal[:12]}...({len(literal)} characters)"
+
+
+def _too_deep(text: str, limit: int) -> int | None:
+    """Offset of the first bracket nested deeper than ``limit`` (strings skipped), else None."""
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        c = match.group(0)
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                return match.start()
+        elif c in "]}":
+            depth -= 1
+    return None
+
+
+def _long_integer(text: str) -> int | None:
+    """Offset of the first integer over Python's int conversion limit, else None."""
+    limit = sys.get_int_max_str_digits()
+    match = re.search(rf"\d{{{limit + 1},}}", text) if limit else None
+    return match.start() if match else None
 
 
 class _Lines:
@@ -137,12 +173,28 @@ def validate_text(text: str, file: str = "<submission>", folder: Path | None = N
 
     ``folder`` (the submission's folder) enables the checks of example overlay files.
     """
+    lines = _Lines(text)
+    deep = _too_deep(text, MAX_DEPTH)
+    if deep is not None:
+        return [Issue(file, *lines(deep), "", f"JSON nested deeper than {MAX_DEPTH} levels")]
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return [Issue(file, exc.lineno, exc.colno, "", f"invalid JSON: {exc.msg}")]
+    except ValueError as exc:  # an integer over the int conversion limit
+        at = _long_integer(text)
+        message = f"number has over {sys.get_int_max_str_digits()} digits" if at is not None else str(exc)
+        return [Issue(file, *lines(at or 0), "", message)]
+    except RecursionError:  # MAX_DEPTH keeps this away; a guard for a smaller recursion limit
+        return [Issue(file, 1, 1, "", "JSON nested too deeply to parse")]
+    try:
+        return _validate(text, data, file, folder, lines)
+    except RecursionError:
+        return [Issue(file, 1, 1, "", "JSON nested too deeply to validate")]
+
+
+def _validate(text: str, data: Any, file: str, folder: Path | None, lines: _Lines) -> list[Issue]:
     locator = _Locator(text)
-    lines = _Lines(text)
 
     def issue(ptr: str, message: str, offset: int | None = None) -> Issue:
         at = offset if offset is not None else _nearest(locator.positions, ptr)
@@ -153,7 +205,7 @@ def validate_text(text: str, file: str = "<submission>", folder: Path | None = N
 
     issues = [issue(ptr, msg, at) for at, ptr, msg in locator.findings]
     issues += [issue(ptr, msg) for ptr, msg in schema_errors(data)]
-    if not any(i.message.startswith("schema:") for i in issues):
+    if not any(i.message.startswith("schema:") or i.message.endswith(_OUT_OF_RANGE) for i in issues):
         issues += [issue(ptr, msg) for ptr, msg in consistency_errors(data, folder)]
     return sorted(issues, key=lambda i: (i.line, i.column, i.message))
 
@@ -285,5 +337,7 @@ def submission_files(paths: Iterable[Path]) -> list[Path]:
 def require_valid(paths: Iterable[Path]) -> None:
     """Raise one :class:`XaibenchError` listing every issue of every file, if there is any."""
     issues = [i for p in paths for i in validate_file(p)]
+    if len(issues) == 1:
+        raise XaibenchError(f"invalid submission: {issues[0]}")
     if issues:
-        raise XaibenchError("invalid submission(s):\n" + "\n".join(str(i) for i in issues))
+        raise XaibenchError(f"{len(issues)} problems in submissions:\n" + "\n".join(str(i) for i in issues))

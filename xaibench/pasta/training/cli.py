@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,14 @@ def _kv(items: tuple[str, ...], what: str) -> dict[str, Any]:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
             out[key] = raw
+        except (ValueError, RecursionError) as exc:  # an integer over 4,300 digits; nesting deeper than the stack
+            problem = (
+                "is JSON nested too deeply"
+                if isinstance(exc, RecursionError)
+                else f"holds a number of over {sys.get_int_max_str_digits()} digits"
+            )
+            shown = item if len(item) <= 60 else item[:57] + "..."
+            raise click.BadParameter(f"{shown!r}: the value {problem}", param_hint=f"'{what}'") from None
     return out
 
 
@@ -113,7 +122,9 @@ def _sources(f: Any) -> Any:
 @click.option("--saliency-model", default="efficientnet-lite0", show_default=True)
 @click.option("--saliency-dataset", default="photos", show_default=True)
 @click.option("--saliency-dataset-param", multiple=True, metavar="KEY=VALUE")
-@click.option("--saliency-limit", type=int, help="At most this many images for saliency explanations.")
+@click.option(
+    "--saliency-limit", type=click.IntRange(min=1), help="At most this many images for saliency explanations."
+)
 @click.option("--concept-model", default="shapes-cbm", show_default=True)
 @click.option("--concept-dataset", default="shapes", show_default=True)
 @click.option(
@@ -128,21 +139,31 @@ def _sources(f: Any) -> Any:
 @click.option("--image-encoder-param", multiple=True, metavar="KEY=VALUE", help="e.g. pretrained=/path/to/weights.bin")
 @click.option("--text-encoder", default="minilm-l6", show_default=True)
 @click.option("--text-encoder-param", multiple=True, metavar="KEY=VALUE")
-@click.option("--epochs", default=500, show_default=True)
-@click.option("--batch-size", default=128, show_default=True)
-@click.option("--lr", default=1e-3, show_default=True)
+@click.option("--epochs", default=500, show_default=True, type=click.IntRange(min=1))
+@click.option("--batch-size", default=128, show_default=True, type=click.IntRange(min=1))
+@click.option("--lr", default=1e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.option("--loss-weights", default="1,0.01,0.1", show_default=True, help="a,b,c: cosine, MSE, ranking hinge.")
-@click.option("--hidden", default=64, show_default=True, help="Hidden units per question head.")
-@click.option("--dropout", default=0.1, show_default=True)
-@click.option("--pca", default=0, show_default=True, help="Whitened principal components of the embeddings (0: off).")
-@click.option("--weight-decay", default=0.0, show_default=True)
+@click.option(
+    "--hidden", default=64, show_default=True, type=click.IntRange(min=1), help="Hidden units per question head."
+)
+@click.option("--dropout", default=0.1, show_default=True, type=click.FloatRange(0, 1, max_open=True))
+@click.option(
+    "--pca",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Whitened principal components of the embeddings (0: off).",
+)
+@click.option("--weight-decay", default=0.0, show_default=True, type=click.FloatRange(min=0))
 @click.option("--seed", default=0, show_default=True)
 @click.option("--protocol", "protocols", multiple=True, type=click.Choice(["loto", "kfold"]), help="Default: both.")
-@click.option("--k", default=3, show_default=True, help="Folds per axis for kfold.")
-@click.option("--image-folds", default=3, show_default=True, help="Image folds for loto.")
+@click.option("--k", default=3, show_default=True, type=click.IntRange(min=1), help="Folds per axis for kfold.")
+@click.option("--image-folds", default=3, show_default=True, type=click.IntRange(min=1), help="Image folds for loto.")
 @click.option("--note", "notes", multiple=True, help="A caveat to add to the model card (repeatable).")
-@click.option("--render-size", default=224, show_default=True)
-@click.option("--top-k", default=20, show_default=True, help="Concepts in a concept sentence.")
+@click.option("--render-size", default=224, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--top-k", default=20, show_default=True, type=click.IntRange(min=1), help="Concepts in a concept sentence."
+)
 @click.option("--workdir", type=click.Path(path_type=Path), default=Path(".xaibench"), show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
 @click.pass_context

@@ -135,6 +135,55 @@ class ReleaseEntry:
     n_votes: int
 
 
+def _release_entry(entry: Any, where: str, root: Path) -> ReleaseEntry:
+    """One entry of ``human_annotations.json``; ``where`` names the file and entry in errors."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: not an object")
+    missing = [k for k in ("img", "explication", "Annotation") if k not in entry]
+    if missing:
+        raise ValueError(f"{where}: missing field(s) {missing}")
+    for key in ("img", "explication"):
+        if not isinstance(entry[key], str) or not entry[key].strip():
+            raise ValueError(f"{where}: {key} must be a file path (a non-empty string), got {_brief(entry[key])}")
+    votes = entry["Annotation"]
+    if not isinstance(votes, list) or not votes or not all(isinstance(v, dict) for v in votes):
+        raise ValueError(f"{where}: Annotation must be a non-empty list of {{'Q1': 1..5, ...}} objects")
+    labels = []
+    for q in QUESTIONS:
+        qv = [v.get(q) for v in votes if v.get(q) is not None]
+        bad = [x for x in qv if isinstance(x, bool) or not isinstance(x, int | float) or not 1 <= x <= 5]
+        if bad:
+            raise ValueError(f"{where}: {q} votes must be in 1..5, got {[_brief(x) for x in bad[:3]]}")
+        labels.append(mode_rating(qv))
+    for key in ("GTclass", "predictedclass"):
+        if isinstance(entry.get(key), dict | list):
+            raise ValueError(f"{where}: {key} must be a class name or index, got {_brief(entry[key])}")
+    dataset, image_id, xai = parse_explanation_name(entry["explication"])
+    img = Path(entry["img"]) if Path(entry["img"]).is_absolute() else root / entry["img"]
+    exp = Path(entry["explication"]) if Path(entry["explication"]).is_absolute() else root / entry["explication"]
+    return ReleaseEntry(
+        image=img,
+        explanation=exp,
+        dataset=dataset,
+        image_id=f"{dataset}_{image_id}",
+        xai=xai,
+        gt_class=str(entry.get("GTclass", "")),
+        predicted_class=str(entry.get("predictedclass", "")),
+        labels=tuple(labels),
+        n_votes=len(votes),
+    )
+
+
+def _brief(value: Any) -> str:
+    """A short description of a JSON value for an error message (never a deep or huge repr)."""
+    if isinstance(value, dict | list):
+        return "an object" if isinstance(value, dict) else "an array"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return "a huge integer"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def load_release(path: Path) -> list[ReleaseEntry]:
     """Read ``human_annotations.json`` (a file, or a folder holding it) of the PASTA-dataset release."""
     path = Path(path)
@@ -146,43 +195,18 @@ def load_release(path: Path) -> list[ReleaseEntry]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except ValueError as exc:  # an integer over Python's int conversion limit (4,300 digits)
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply") from None
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a list of entries, got {type(data).__name__}")
-    root = path.parent
-    out = []
-    for n, entry in enumerate(data):
-        where = f"{path}: entry {n}"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where}: not an object")
-        missing = [k for k in ("img", "explication", "Annotation") if k not in entry]
-        if missing:
-            raise ValueError(f"{where}: missing field(s) {missing}")
-        votes = entry["Annotation"]
-        if not isinstance(votes, list) or not votes or not all(isinstance(v, dict) for v in votes):
-            raise ValueError(f"{where}: Annotation must be a non-empty list of {{'Q1': 1..5, ...}} objects")
-        labels = []
-        for q in QUESTIONS:
-            qv = [v.get(q) for v in votes if v.get(q) is not None]
-            bad = [x for x in qv if not isinstance(x, int | float) or not 1 <= float(x) <= 5]
-            if bad:
-                raise ValueError(f"{where}: {q} votes must be in 1..5, got {bad[:3]}")
-            labels.append(mode_rating(qv))
-        dataset, image_id, xai = parse_explanation_name(str(entry["explication"]))
-        img = Path(entry["img"]) if Path(entry["img"]).is_absolute() else root / entry["img"]
-        exp = Path(entry["explication"]) if Path(entry["explication"]).is_absolute() else root / entry["explication"]
-        out.append(
-            ReleaseEntry(
-                image=img,
-                explanation=exp,
-                dataset=dataset,
-                image_id=f"{dataset}_{image_id}",
-                xai=xai,
-                gt_class=str(entry.get("GTclass", "")),
-                predicted_class=str(entry.get("predictedclass", "")),
-                labels=tuple(labels),
-                n_votes=len(votes),
-            )
-        )
+    try:
+        out = [_release_entry(entry, f"{path}: entry {n}", path.parent) for n, entry in enumerate(data)]
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply") from None
     if not out:
         raise ValueError(f"{path}: no entries")
     return out
