@@ -209,21 +209,31 @@ class ExplainContext:
 
 @dataclass
 class ForwardCounter:
-    """Batched softmax probabilities with a count of images forwarded."""
+    """Batched softmax probabilities with a count of images forwarded.
+
+    ``device`` is where the model runs (the run's ``--device``): each chunk of ``x`` is moved
+    there, and the probabilities come back on ``x``'s device, so a metric may pass CPU tensors
+    whatever the device. ``None``: the model runs wherever ``x`` is."""
 
     fn: Callable[[Any], Any]
     batch_size: int = 64
     images: int = 0
     calls: int = 0
+    device: Any = None
 
     def __call__(self, x: Any) -> Any:
         import torch
 
         outs = []
+        device = None if self.device is None else torch.device(self.device)
         with torch.no_grad():
             for start in range(0, int(x.shape[0]), self.batch_size):
                 chunk = x[start : start + self.batch_size]
-                outs.append(torch.softmax(self.fn(chunk).float(), dim=1))
+                if device is not None and chunk.device != device:
+                    probs = torch.softmax(self.fn(chunk.to(device)).float(), dim=1)
+                    outs.append(probs.to(chunk.device))
+                else:
+                    outs.append(torch.softmax(self.fn(chunk).float(), dim=1))
                 self.images += int(chunk.shape[0])
                 self.calls += 1
         return torch.cat(outs) if outs else torch.empty(0)

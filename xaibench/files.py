@@ -1,17 +1,42 @@
-"""Atomic file writes: write to a temporary file in the same folder, fsync, rename."""
+"""Atomic file writes, and the clean-up of what an interrupted write leaves behind.
+
+A write goes to a temporary file in the target's folder, is fsynced, then renamed over the
+target: readers see the old file or the new one, never a torn one. The temporary file is named
+``.<name>.<pid>.<random>.tmp`` and created like any other file, ``0666`` less the umask (not
+``mkstemp``'s ``0600``). A process killed mid-write leaves it behind; :func:`remove_leftovers`
+(run by the runner at the start of every run, under the workdir lock) deletes those whose writer
+is gone, and the staging folders (:func:`make_staging_dir`) of dead processes too.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import re
+import secrets
+import shutil
 from pathlib import Path
 from typing import Any
+
+TEMP_SUFFIX = ".tmp"
+STAGING_SUFFIX = ".staging"
+_WITH_PID = re.compile(r"^\..+\.(?P<pid>\d+)\.[0-9a-f]{8}\.(?:tmp|staging)$")  # ".<name>.<pid>.<8 hex>.tmp"
+_MKSTEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # the older form, without a pid: ".<name>.<random>.tmp"
+
+
+def _temp_name(path: Path, suffix: str) -> Path:
+    return path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{suffix}"
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    while True:
+        tmp = _temp_name(path, TEMP_SUFFIX)
+        try:  # O_EXCL like mkstemp, but mode 0666 & ~umask like open()
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        break
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -19,7 +44,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -29,3 +54,63 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n")
+
+
+def make_staging_dir(target: Path) -> Path:
+    """A new, empty folder beside ``target`` (``.<name>.<pid>.<random>.staging``, mode 0777 less the
+    umask) to fill and then rename onto ``target``; left behind by a crash, it is removed by
+    :func:`remove_leftovers`."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        folder = _temp_name(target, STAGING_SUFFIX)
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def is_leftover(path: Path) -> bool:
+    """Whether ``path`` is a temporary file or staging folder of an atomic write whose process is gone."""
+    match = _WITH_PID.match(path.name)
+    if match is not None:
+        return not _alive(int(match.group("pid")))
+    return _MKSTEMP.match(path.name) is not None
+
+
+def remove_leftovers(root: Path) -> int:
+    """Delete, under ``root``, the temporary files and staging folders of atomic writes whose
+    writer process no longer runs (a crash or a kill mid-write); return how many were removed.
+    Those of live processes are left alone."""
+    removed = 0
+    if not root.is_dir():
+        return 0
+    for folder, dirnames, filenames in os.walk(root):
+        base = Path(folder)
+        for name in list(dirnames):
+            if name.endswith(STAGING_SUFFIX) and is_leftover(base / name):
+                shutil.rmtree(base / name, ignore_errors=True)
+                dirnames.remove(name)
+                removed += 1
+        for name in filenames:
+            if name.endswith(TEMP_SUFFIX) and is_leftover(base / name):
+                try:
+                    (base / name).unlink()
+                except FileNotFoundError:
+                    continue
+                removed += 1
+    return removed

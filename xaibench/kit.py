@@ -119,8 +119,8 @@ def baseline_input(kind: str, x: torch.Tensor, model: Model) -> torch.Tensor:
     if kind == "zero":
         return torch.zeros_like(x)
     if kind == "black":
-        mean = torch.tensor(model.mean, dtype=x.dtype).view(1, -1, 1, 1)
-        std = torch.tensor(model.std, dtype=x.dtype).view(1, -1, 1, 1)
+        mean = torch.tensor(model.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        std = torch.tensor(model.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
         return ((0.0 - mean) / std).expand_as(x).clone()
     raise ValueError(f"unknown baseline {kind!r}; known: {', '.join(BASELINES)}")
 

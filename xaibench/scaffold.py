@@ -73,7 +73,7 @@ class $cls(Explainer):
         # inputs: normalised (B, 3, S, S) tensor; targets: (B,) class indices; return (B, S, S) maps
         x = as_inputs(inputs)
         maps = (input_gradients(model, x, targets) * x).sum(dim=1)  # the model's parameters stay untouched
-        return (maps.abs() if self.params["absolute"] else maps).numpy()
+        return (maps.abs() if self.params["absolute"] else maps).cpu().numpy()
 
 
 @hookimpl

@@ -67,11 +67,11 @@ class SobelExplainer(Explainer):
 
     def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context=None) -> np.ndarray:
         grey = inputs.float().mean(dim=1, keepdim=True)
-        kx = torch.tensor([[-1.0, 0.0, 1.0], [-2.0, 0.0, 2.0], [-1.0, 0.0, 1.0]]).view(1, 1, 3, 3)
+        kx = torch.tensor([[-1.0, 0.0, 1.0], [-2.0, 0.0, 2.0], [-1.0, 0.0, 1.0]], device=grey.device).view(1, 1, 3, 3)
         padded = F.pad(grey, (1, 1, 1, 1), mode="replicate")
         gx = F.conv2d(padded, kx)
         gy = F.conv2d(padded, kx.transpose(2, 3))
-        return torch.sqrt(gx**2 + gy**2)[:, 0].numpy()
+        return torch.sqrt(gx**2 + gy**2)[:, 0].cpu().numpy()
 
 
 class OracleExplainer(Explainer):

@@ -45,7 +45,9 @@ def _check_model(model: Model, name: str) -> tuple[str, ...]:
 
 def _target_prob(model: Any, concepts: torch.Tensor, target: int) -> np.ndarray:
     """Softmax probability of ``target`` for concept vectors ``(M, K)``; returns ``(M,)`` float64."""
-    return torch.softmax(model.class_logits(concepts.float()), dim=-1)[..., int(target)].double().numpy()
+    device = next(model.module.parameters()).device
+    logits = model.class_logits(concepts.float().to(device))
+    return torch.softmax(logits, dim=-1)[..., int(target)].double().cpu().numpy()
 
 
 class _ConceptExplainer(Explainer):
@@ -57,7 +59,7 @@ class _ConceptExplainer(Explainer):
         self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context: ExplainContext | None = None
     ) -> list[dict[str, float]]:
         names = _check_model(model, self.name)
-        probs = model.concept_probs(inputs).double()  # type: ignore[attr-defined]
+        probs = model.concept_probs(inputs).double().cpu()  # type: ignore[attr-defined]
         classes = as_targets(targets, int(probs.shape[0])).tolist()
         rngs = sample_rngs(seed, self.name, len(classes), context)
         out = []
@@ -83,7 +85,7 @@ class ConceptLinear(_ConceptExplainer):
 
     def _weights(self, model: Any, p: torch.Tensor, target: int, rng: np.random.Generator) -> np.ndarray:
         head = model.module.head
-        w = head.weight.detach().double()[target]
+        w = head.weight.detach().double().cpu()[target]
         return (w * p).numpy()
 
 

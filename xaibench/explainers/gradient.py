@@ -20,4 +20,4 @@ class GradientExplainer(Explainer):
     needs = ("gradients",)
 
     def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context=None) -> np.ndarray:
-        return input_gradients(model, inputs, targets).abs().amax(dim=1).numpy()
+        return input_gradients(model, inputs, targets).abs().amax(dim=1).cpu().numpy()

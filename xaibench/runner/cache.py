@@ -2,14 +2,19 @@
 
 A key covers the explainer (name, version, parameters), the model identity, the
 sample id and the sample's content digest, and the seed: an entry can never be served
-for another model or other parameters (lm-evaluation-harness issue 4063).
+for another model or other parameters (lm-evaluation-harness issue 4063). The cache mixes in
+the run's device, torch version and thread count, and checks every entry it reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import math
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,29 +60,67 @@ def explanation_key(
 
 
 class ExplanationCache:
-    """Saliency maps (``.npy``) and concept weights (``.json``) under ``root``, by key."""
+    """Saliency maps (``.npy``) and concept weights (``.json``) under ``root``, by key.
 
-    def __init__(self, root: Path) -> None:
+    ``scope`` (the device, torch version and thread count of the run, see
+    :func:`xaibench.runner.records.runtime_key`) is mixed into every key: maps computed elsewhere
+    are never served. Every hit is checked on every read: a saliency map must be a finite float32
+    ``(H, W)`` array (of ``shape`` when the caller gives it), concept weights a non-empty dict of
+    names to finite numbers. An entry that is empty, torn, unreadable or fails a check is a miss:
+    it is deleted (the caller recomputes and stores it again) and counted in ``rejected`` by reason.
+    """
+
+    def __init__(self, root: Path, scope: Mapping[str, Any] | None = None) -> None:
         self.root = root
+        self.scope = dict(scope) if scope else None
+        self.rejected: Counter[str] = Counter()
+
+    def _full_key(self, key: str) -> str:
+        return key if self.scope is None else digest([key, self.scope])
 
     def _path(self, key: str, suffix: str) -> Path:
+        key = self._full_key(key)
         return self.root / key[:2] / f"{key}{suffix}"
 
-    def get(self, key: str) -> np.ndarray | dict[str, float] | None:
-        npy = self._path(key, ".npy")
-        if npy.exists():
+    @property
+    def n_rejected(self) -> int:
+        return sum(self.rejected.values())
+
+    def get(
+        self, key: str, *, shape: tuple[int, int] | None = None, kind: str | None = None
+    ) -> np.ndarray | dict[str, float] | None:
+        """The valid entry under ``key``, else ``None`` (a miss). ``shape``: the ``(H, W)`` a saliency
+        map must have; ``kind`` (``saliency`` or ``concept``): the kind of explanation expected."""
+        for suffix, load, check in ((".npy", _load_npy, _check_map), (".json", _load_json, _check_concepts)):
+            path = self._path(key, suffix)
             try:
-                return np.load(npy, allow_pickle=False)
-            except (OSError, ValueError):
-                npy.unlink(missing_ok=True)  # a torn entry is a miss
-                return None
-        js = self._path(key, ".json")
-        if js.exists():
-            try:
-                return json.loads(js.read_text())
-            except (OSError, ValueError):
-                js.unlink(missing_ok=True)
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self._reject(path, f"unreadable ({exc.strerror or exc})")
+                continue
+            wanted = "saliency" if suffix == ".npy" else "concept"
+            if kind is not None and kind != wanted:
+                reason: str | None = f"a {wanted} entry where a {kind} explanation was expected"
+            elif not raw:
+                reason = "empty file"
+            else:
+                try:
+                    value = load(raw)
+                except Exception as exc:  # noqa: BLE001 - any unreadable entry is a miss
+                    reason = f"unreadable ({type(exc).__name__})"
+                else:
+                    value, reason = check(value, shape)
+                    if reason is None:
+                        return value
+            self._reject(path, reason or "invalid")
         return None
+
+    def _reject(self, path: Path, reason: str) -> None:
+        self.rejected[reason] += 1
+        with contextlib.suppress(OSError):
+            path.unlink()
 
     def put(self, key: str, value: np.ndarray | dict[str, float]) -> None:
         if isinstance(value, dict):
@@ -86,3 +129,36 @@ class ExplanationCache:
         buf = io.BytesIO()
         np.save(buf, np.asarray(value, dtype=np.float32), allow_pickle=False)
         write_bytes_atomic(self._path(key, ".npy"), buf.getvalue())
+
+
+def _load_npy(raw: bytes) -> Any:
+    return np.load(io.BytesIO(raw), allow_pickle=False)
+
+
+def _load_json(raw: bytes) -> Any:
+    return json.loads(raw)
+
+
+def _check_map(value: Any, shape: tuple[int, int] | None) -> tuple[np.ndarray | None, str | None]:
+    if not isinstance(value, np.ndarray):
+        return None, "not an array"
+    if value.dtype != np.float32:
+        return None, f"dtype {value.dtype}, expected float32"
+    if value.ndim != 2 or value.size == 0:
+        return None, f"shape {value.shape}, expected a (H, W) map"
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        return None, f"shape {value.shape}, expected {tuple(shape)}"
+    if not np.isfinite(value).all():
+        return None, "NaN or infinite values"
+    return value, None
+
+
+def _check_concepts(value: Any, shape: tuple[int, int] | None) -> tuple[dict[str, float] | None, str | None]:
+    if not isinstance(value, dict) or not value:
+        return None, "not a non-empty dict of concept weights"
+    out: dict[str, float] = {}
+    for name, weight in value.items():
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or not math.isfinite(weight):
+            return None, "a concept weight that is not a finite number"
+        out[str(name)] = float(weight)
+    return out, None

@@ -2,7 +2,8 @@
 
 A record joins one :class:`~xaibench.runner.evaluate.SampleScore` with the provenance of its
 (track, explainer): the record key, the explainer block, model identity, dataset revision,
-seed, xaibench version and platform, the metric block and the explained class.
+seed, xaibench version, platform, device, torch version and thread count, the metric block and
+the explained class.
 """
 
 from __future__ import annotations
@@ -22,27 +23,41 @@ RECORD_SCHEMA = "xaibench.record/1"
 
 @dataclass(frozen=True)
 class RecordKeyer:
-    """Stable keys: a record is reused only for identical explainer, model, data, metric and seed."""
+    """Stable keys: a record is reused only for identical explainer, model, data, metric, seed and
+    runtime (device, torch version, thread count: :func:`runtime_key`)."""
 
     track: TrackContext
     explainer_name: str
     explainer_version: str
     explainer_params: dict[str, Any]
     seed: int
+    runtime: dict[str, Any] | None = None  # :func:`runtime_key` of the run: device, torch version, threads
 
     def __call__(self, metric: Metric, sample_id: str) -> str:
         model = self.track.model
-        return digest(
-            {
-                "track": self.track.spec.name,
-                "explainer": [self.explainer_name, self.explainer_version, self.explainer_params],
-                "model": model.identity if model is not None else None,
-                "dataset": self.track.dataset.revision,
-                "metric": [metric.name, metric.version, dict(metric.params)],
-                "seed": self.seed,
-                "sample": [sample_id, self.track.digests[sample_id]],
-            }
-        )
+        key: dict[str, Any] = {
+            "track": self.track.spec.name,
+            "explainer": [self.explainer_name, self.explainer_version, self.explainer_params],
+            "model": model.identity if model is not None else None,
+            "dataset": self.track.dataset.revision,
+            "metric": [metric.name, metric.version, dict(metric.params)],
+            "seed": self.seed,
+            "sample": [sample_id, self.track.digests[sample_id]],
+        }
+        if self.runtime is not None:
+            key["runtime"] = self.runtime
+        return digest(key)
+
+
+def runtime_key(environment: dict[str, Any]) -> dict[str, Any]:
+    """What of the run's environment can change a number, hence enters record and cache keys: the
+    device (its type and, for GPUs, the model name; not its index), the torch version and torch's
+    intra-op thread count."""
+    return {
+        "device": [environment.get("device_type", "cpu"), environment.get("device_name", "cpu")],
+        "torch": environment.get("torch"),
+        "threads": environment.get("torch_threads"),
+    }
 
 
 def metric_block(metric: Metric) -> dict[str, Any]:
@@ -79,13 +94,15 @@ class RecordMaker:
     keyer: RecordKeyer
     explainer: dict[str, Any]  # the explainer block
     seed: int
-    environment: dict[str, Any]  # needs ``xaibench`` and ``platform``
+    environment: dict[str, Any]  # the run's :func:`~xaibench.runner.run.environment`
 
     @classmethod
     def for_run(
         cls, track: TrackContext, explainer: Explainer, block: dict[str, Any], seed: int, environment: dict[str, Any]
     ) -> RecordMaker:
-        keyer = RecordKeyer(track, explainer.name, explainer.version, dict(explainer.params), seed)
+        keyer = RecordKeyer(
+            track, explainer.name, explainer.version, dict(explainer.params), seed, runtime_key(environment)
+        )
         return cls(track=track, keyer=keyer, explainer=block, seed=seed, environment=environment)
 
     def key(self, metric: Metric, sample_id: str) -> str:
@@ -118,6 +135,9 @@ class RecordMaker:
                 "seed": self.seed,
                 "xaibench": self.environment["xaibench"],
                 "platform": self.environment["platform"],
+                "device": self.environment.get("device", "cpu"),
+                "torch": self.environment.get("torch"),
+                "torch_threads": self.environment.get("torch_threads"),
                 "metric_info": metric_block(score.metric),
             }
         )

@@ -17,7 +17,8 @@ from xaibench.runner.cache import image_digest
 
 @dataclass
 class TrackContext:
-    """Everything the runner needs for one track, loaded once.
+    """Everything the runner needs for one track, loaded once. The model and ``inputs`` are on the
+    run's device (``inputs.device``); explainers get their batches there.
 
     ``model``, ``inputs`` and ``forward`` are ``None`` only for ``xaibench score`` without a
     model (alignment metrics read the maps and the ground truth, nothing else).
@@ -43,20 +44,35 @@ class TrackContext:
         return None if self.inputs is None else (int(self.inputs.shape[-2]), int(self.inputs.shape[-1]))
 
 
-def load_track(spec: TrackSpec, registry: Registry, *, limit: int | None = None, batch_size: int = 64) -> TrackContext:
+def load_track(
+    spec: TrackSpec,
+    registry: Registry,
+    *,
+    limit: int | None = None,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+) -> TrackContext:
     """Instantiate the dataset and model of a track, take its first samples and build the context."""
     dataset: Dataset = registry.create("dataset", spec.dataset, **dict(spec.dataset_params))
     model: Model = registry.create("model", spec.model, **dict(spec.model_params))
     effective_limit = min(x for x in (limit, spec.limit) if x is not None) if (limit or spec.limit) else None
-    return build_track(spec, dataset, model, list(dataset.samples(effective_limit)), batch_size=batch_size)
+    samples = list(dataset.samples(effective_limit))
+    return build_track(spec, dataset, model, samples, batch_size=batch_size, device=device)
 
 
 def build_track(
-    spec: TrackSpec, dataset: Dataset, model: Model | None, samples: Sequence[Sample], *, batch_size: int = 64
+    spec: TrackSpec,
+    dataset: Dataset,
+    model: Model | None,
+    samples: Sequence[Sample],
+    *,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
 ) -> TrackContext:
     """The context of ``samples`` of ``dataset`` explained on ``model``: model inputs (one tensor),
     the explained classes (:func:`resolve_targets`) and content digests. ``batch_size`` is the
-    number of images per forward pass. Shared by ``xaibench run`` and ``xaibench score``."""
+    number of images per forward pass. The model and the inputs are moved to ``device``; the
+    forward counter runs there. Shared by ``xaibench run`` and ``xaibench score``."""
     samples = list(samples)
     if not samples:
         raise XaibenchError(f"track {spec.name!r}: dataset {spec.dataset!r} yielded no samples")
@@ -68,8 +84,12 @@ def build_track(
             inputs = model.preprocess([s.image for s in samples])
         except Exception as exc:
             raise XaibenchError(f"track {spec.name!r}: model preprocessing failed: {exc}") from exc
-        forward = ForwardCounter(model.module, batch_size=batch_size)
-        probs = forward(inputs).numpy()
+        device = torch.device(device)
+        if device.type != "cpu":  # on the CPU, nothing moves: numbers stay bit-identical
+            model.module.to(device)
+            inputs = inputs.to(device)
+        forward = ForwardCounter(model.module, batch_size=batch_size, device=device)
+        probs = forward(inputs).cpu().numpy()
         forward.images = forward.calls = 0
     targets, sources = resolve_targets(samples, probs, spec.target)
     digests = {s.id: image_digest(s.image) for s in samples}
