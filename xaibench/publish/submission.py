@@ -25,6 +25,8 @@ from xaibench.publish.examples import write_examples
 from xaibench.runner.run import RunResult
 
 SUBMISSION_SCHEMA = "xaibench.submission/1"
+ENVIRONMENT_FIELDS = ("xaibench", "python", "torch", "platform", "machine", "device", "device_name", "torch_threads")
+"""What of the run's environment a submission records (everything that can change a number)."""
 SUPPORTED_SCHEMAS = (SUBMISSION_SCHEMA,)
 
 
@@ -70,7 +72,7 @@ def build_submission(
             "notes": str(earlier.get("notes", "") or ""),
         },
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "environment": {k: run[k] for k in ("xaibench", "python", "torch", "platform", "machine") if k in run},
+        "environment": {k: run[k] for k in ENVIRONMENT_FIELDS if k in run},
         "run": {k: run[k] for k in ("started", "limit", "torch_threads") if k in run},
         "plugins": run.get("plugins", []),
         "seed": run.get("seed"),

@@ -24,7 +24,6 @@ import hashlib
 import json
 import re
 import shutil
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from markupsafe import Markup
 
 from xaibench.api import RANKED_FAMILIES as FAMILIES
 from xaibench.errors import XaibenchError
+from xaibench.files import make_staging_dir
 from xaibench.plugins.manager import Registry
 from xaibench.publish.submission import load_submissions
 from xaibench.publish.validation import PNG_SIGNATURE, require_valid
@@ -115,7 +115,7 @@ def build_site(
         registry = get_registry()
     subs = _submitted(submissions_dir, load_submissions(submissions_dir))
     site_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{site_dir.name}.", dir=site_dir.parent))
+    tmp = make_staging_dir(site_dir)
     try:
         pages = _write_site(tmp, submissions_dir, subs, board, registry)
         if site_dir.exists():
