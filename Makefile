@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS) requirements-torch.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet -r requirements-torch.txt
-	$(PY) -m pip install --quiet -e '.[test,lint,clip]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(PY) -m pip install --quiet -e '.[test,lint,clip,ray]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	touch $@
 
 demo: install

@@ -16,15 +16,27 @@ code in every executor, so every executor gives the same maps for the same task:
 - torch's global state is reset before every call: default dtype float32, the run's intra-op
   thread count, grad mode on, and the batch seed in torch's and numpy's global generators.
 
+The runner itself never builds or calls a third-party explainer. It holds an
+:class:`ExplainerHandle` per explainer: the class data it needs for records (name, version,
+kind, flags, read from the registered class without running its code) and the parameters the
+explainer's constructor accepted, which :func:`explainer_handles` asks an executor to find out
+(``describe``: the constructor runs where the explainer will run). The handle's ``explain`` has
+the :class:`~xaibench.api.Explainer` signature and forwards the call to the executor, so metrics
+that re-run the explainer (``max_sensitivity``) do so in a worker too.
+
 :class:`InProcessExecutor` runs tasks in the calling process under a ``SIGALRM`` timeout. It is
 for trusted code (tests of the runner itself, PASTA training-data generation); ``xaibench run``
-uses worker processes (see :func:`make_executor`).
+uses worker processes: :class:`xaibench.runner.workers.LocalExecutor`, or Ray, chosen by
+:func:`xaibench.runner.workers.make_executor` (in that module, not this one: this module is the
+base that every executor imports, so choosing between them here would be an import circle).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,7 +44,10 @@ import numpy as np
 import torch
 
 from xaibench.api import ExplainContext, Explainer, Model, Sample
-from xaibench.runner.guard import call_with_limit
+from xaibench.errors import XaibenchError
+from xaibench.params import check_params, resolve_params
+from xaibench.runner.guard import ExplainerTimeout, call_with_limit
+from xaibench.seeds import derive_seed
 
 
 @dataclass(frozen=True)
@@ -58,13 +73,15 @@ class ExplainerSpec:
 class ExplainTask:
     """One batch to explain. ``inputs`` are the normalised ``(B, 3, S, S)`` float32 model inputs,
     ``targets`` the ``(B,)`` explained classes; ``seed`` is the run seed passed to ``explain`` and
-    ``batch_seed`` seeds torch's and numpy's global generators before the call."""
+    ``batch_seed`` seeds torch's and numpy's global generators before the call. ``samples`` is
+    ``None`` for a call without a context (a metric re-running the explainer); ``timeout`` is the
+    seconds the explainer call may take (``None`` or 0: no limit)."""
 
     model: ModelSpec
     explainer: ExplainerSpec
     inputs: np.ndarray
     targets: np.ndarray
-    samples: list[Sample]
+    samples: list[Sample] | None
     seed: int
     batch_seed: int
     timeout: float | None = None
@@ -72,10 +89,13 @@ class ExplainTask:
 
 @dataclass
 class ExplainOutcome:
-    """The raw output of one task (one entry per sample), or ``error``: why the call failed."""
+    """The raw output of one task (one entry per sample), or ``error``: why the call failed.
+    ``timed_out`` tells that it failed by overrunning ``task.timeout`` (the retry policy of
+    :func:`xaibench.runner.explain.explain_track` depends on it)."""
 
     outputs: list[Any] | None = None
     error: str | None = None
+    timed_out: bool = False
 
 
 def spec_key(spec: ExplainerSpec) -> str:
@@ -83,10 +103,53 @@ def spec_key(spec: ExplainerSpec) -> str:
     return repr((spec.name, sorted((str(k), repr(v)) for k, v in spec.params.items())))
 
 
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else ""
+
+
 def failure_reason(exc: BaseException) -> str:
     """One line for an exception raised by explainer code."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"explainer raised {type(exc).__name__}: {text}"[:300]
+    return f"explainer raised {type(exc).__name__}: {_first_line(exc)}"[:300]
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The plugin's own exception: ``Registry.create`` wraps ``TypeError``/``ValueError`` in a
+    :class:`XaibenchError` raised ``from`` it."""
+    return exc.__cause__ if isinstance(exc, XaibenchError) and exc.__cause__ is not None else exc
+
+
+def constructor_reason(exc: BaseException) -> str:
+    """The n/a reason of every record of an explainer whose constructor raised ``exc``."""
+    exc = _unwrap(exc)
+    return f"explainer constructor raised {type(exc).__name__}: {_first_line(exc)}"[:300]
+
+
+def is_parameter_error(exc: BaseException, cls: type) -> bool:
+    """Whether ``exc``, raised while constructing ``cls``, is a parameter check: a ``ValueError`` or
+    ``TypeError`` raised inside the framework's checks (``resolve_params``/``check_params``) or
+    inside the class's own ``validate_params`` hook. Those are bad input (the run stops with one
+    line); anything else raised by the constructor is the plugin's failure (an n/a reason)."""
+    exc = _unwrap(exc)
+    if not isinstance(exc, (TypeError, ValueError)):
+        return False
+    codes = {resolve_params.__code__, check_params.__code__}
+    for klass in getattr(cls, "__mro__", ()):
+        hook = klass.__dict__.get("validate_params")
+        if hook is not None and hasattr(hook, "__code__"):
+            codes.add(hook.__code__)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+# What describing an explainer gives (plain tuples: they cross process boundaries):
+# ("ok", params) the constructor accepted, with its validated parameters;
+# ("invalid", message) bad parameters (the run stops before any work);
+# ("failed", reason) the constructor failed (n/a reason for every record of the explainer).
+Description = tuple[str, Any]
 
 
 @dataclass
@@ -101,9 +164,11 @@ class WorkerState:
     threads: int = 1
     models: dict[str, Model] = field(default_factory=dict)
     explainers: dict[str, Explainer] = field(default_factory=dict)
+    placed: set[str] = field(default_factory=set)  # identities of the models moved to their device
 
     def model(self, spec: ModelSpec) -> Model:
-        """The pristine model of ``spec`` (built and checked on first use)."""
+        """The pristine model of ``spec`` (built and checked on first use, or given in ``models``:
+        a worker inherits the models its zygote built on the CPU), on ``spec.device``."""
         model = self.models.get(spec.identity)
         if model is None:
             model = self.registry.create("model", spec.name, **dict(spec.params))
@@ -111,8 +176,10 @@ class WorkerState:
                 raise RuntimeError(
                     f"model {spec.name!r} rebuilt in a worker has identity {model.identity}, expected {spec.identity}"
                 )
-            model.module.to(spec.device)
             self.models[spec.identity] = model
+        if spec.identity not in self.placed:
+            model.module.to(spec.device)
+            self.placed.add(spec.identity)
         return model
 
     def explainer(self, spec: ExplainerSpec) -> Explainer:
@@ -123,6 +190,20 @@ class WorkerState:
             self.explainers[key] = explainer
         return explainer
 
+    def describe(self, spec: ExplainerSpec) -> Description:
+        """Construct the explainer of ``spec`` (kept for later tasks) and say how it went."""
+        try:
+            explainer = self.explainer(spec)
+        except Exception as exc:  # noqa: BLE001 - a constructor that raises is an n/a reason
+            cls = self.registry.entry("explainer", spec.name).cls
+            if is_parameter_error(exc, cls):
+                return ("invalid", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            return ("failed", constructor_reason(exc))
+        params = dict(explainer.params)
+        # Tasks name the validated parameters: the instance serves them too, without a second build.
+        self.explainers.setdefault(spec_key(ExplainerSpec(spec.name, params)), explainer)
+        return ("ok", params)
+
     def reset_globals(self, batch_seed: int) -> None:
         """torch's and numpy's global state as every call expects it."""
         torch.set_default_dtype(torch.float32)
@@ -131,29 +212,42 @@ class WorkerState:
         torch.manual_seed(batch_seed)
         np.random.seed(batch_seed % 2**32)
 
-    def run(self, task: ExplainTask, *, in_process_timeout: bool = False) -> ExplainOutcome:
+    def run(
+        self, task: ExplainTask, *, in_process_timeout: bool = False, ready: Callable[[], None] | None = None
+    ) -> ExplainOutcome:
         """Run one task and return its outputs or the reason it failed (never raises for explainer
         errors). With ``in_process_timeout`` the call runs under a ``SIGALRM`` limit of
-        ``task.timeout`` (worker processes are timed and killed from outside instead)."""
+        ``task.timeout`` (worker processes are timed and killed from outside instead). ``ready`` is
+        called once the model and explainer are built, just before the explainer call (a worker
+        process tells its parent, which starts the call's clock then)."""
         try:
             explainer = self.explainer(task.explainer)
-            pristine = self.model(task.model)
         except Exception as exc:  # noqa: BLE001 - a constructor that raises is an n/a reason
-            return ExplainOutcome(error=failure_reason(exc))
+            return ExplainOutcome(error=constructor_reason(exc))
+        try:
+            pristine = self.model(task.model)
+        except Exception as exc:  # noqa: BLE001 - reported, never raised
+            return ExplainOutcome(error=f"model could not be rebuilt: {type(exc).__name__}: {_first_line(exc)}"[:300])
         model = copy.deepcopy(pristine)
         model.module.eval()
         device = task.model.device
         inputs = torch.from_numpy(np.array(task.inputs, dtype=np.float32, copy=True)).to(device)
         targets = torch.as_tensor(np.array(task.targets, dtype=np.int64, copy=True))
-        context = ExplainContext(samples=copy.deepcopy(list(task.samples)))
+        samples = task.samples
+        context = None if samples is None else ExplainContext(samples=copy.deepcopy(list(samples)))
+        if ready is not None:
+            ready()
         self.reset_globals(task.batch_seed)
 
         def call() -> Any:
             return explainer.explain(model, inputs, targets, seed=task.seed, context=context)
 
+        limit = task.timeout if in_process_timeout else None
         try:
-            result = call_with_limit(call, task.timeout if in_process_timeout else None)
-            outputs = to_outputs(result, explainer.kind, len(task.samples))
+            result = call_with_limit(call, limit)
+            outputs = to_outputs(result, explainer.kind, len(task.inputs))
+        except ExplainerTimeout:
+            return ExplainOutcome(error=f"timed out after {limit:g} s", timed_out=True)
         except Exception as exc:  # noqa: BLE001 - isolate plugin and user code failures
             return ExplainOutcome(error=failure_reason(exc))
         return ExplainOutcome(outputs=outputs)
@@ -173,7 +267,11 @@ def to_outputs(result: Any, kind: str, n: int) -> list[Any]:
 
 
 class Executor(Protocol):
-    """Runs explanation tasks. ``run`` yields one outcome per task, in the order of ``tasks``."""
+    """Runs explanation tasks. ``run`` yields one outcome per task, in the order of ``tasks``.
+
+    An executor may also offer ``describe(spec, timeout) -> Description`` (see
+    :meth:`WorkerState.describe`): construct the explainer where it will run and report. Without
+    it, :func:`explainer_handles` constructs explainers in the calling process."""
 
     def run(self, tasks: Sequence[ExplainTask]) -> Iterator[ExplainOutcome]: ...
 
@@ -194,6 +292,9 @@ class InProcessExecutor:
             spec = ExplainerSpec(explainer.name, dict(explainer.params))
             self.state.explainers.setdefault(spec_key(spec), explainer)
 
+    def describe(self, spec: ExplainerSpec, timeout: float | None = None) -> Description:
+        return self.state.describe(spec)
+
     def run(self, tasks: Sequence[ExplainTask]) -> Iterator[ExplainOutcome]:
         for task in tasks:
             yield self.state.run(task, in_process_timeout=True)
@@ -206,12 +307,109 @@ class InProcessExecutor:
 EXECUTORS = ("local", "ray", "inprocess")
 
 
-def make_executor(
-    kind: str, registry: Any, *, workers: int = 1, threads: int = 1, ray_address: str | None = None
-) -> Executor:
-    """The executor ``kind``: ``local`` (worker processes on this machine), ``ray`` or
-    ``inprocess`` (this process; trusted code only)."""
-    if kind not in EXECUTORS:
-        raise ValueError(f"unknown executor {kind!r}; known: {', '.join(EXECUTORS)}")
-    # TODO(issue 12): local worker processes and Ray; until then every kind runs in process.
-    return InProcessExecutor(registry, threads=threads)
+class ExplainerFailed(RuntimeError):
+    """A call forwarded by an :class:`ExplainerHandle` failed in its worker (the message says why)."""
+
+
+@dataclass(frozen=True)
+class ExplainerHandle:
+    """The runner's view of an explainer that runs in an executor (see the module doc).
+
+    ``error`` is set when the constructor failed: every record of the explainer is n/a with it.
+    ``model`` is the track's model spec once :meth:`bind` has given one; ``explain`` needs it.
+    """
+
+    name: str
+    version: str
+    kind: str
+    params: Mapping[str, Any]
+    reference_only: bool
+    tuned_on_benchmark: bool
+    executor: Any = field(repr=False, compare=False)
+    timeout: float | None = None
+    error: str | None = None
+    model: ModelSpec | None = None
+
+    @property
+    def spec(self) -> ExplainerSpec:
+        return ExplainerSpec(self.name, dict(self.params))
+
+    def bind(self, model: ModelSpec | None) -> ExplainerHandle:
+        """This handle, forwarding calls for ``model`` (the track's model spec)."""
+        return dataclasses.replace(self, model=model)
+
+    def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
+        """Run the explainer in the executor on ``inputs`` (the :class:`~xaibench.api.Explainer`
+        signature; ``model`` must be the bound track's model). Returns a ``(B, H, W)`` array, or a
+        list of concept dicts; raises :class:`ExplainerFailed` with the worker's reason."""
+        if self.error is not None:
+            raise ExplainerFailed(self.error)
+        if self.model is None or getattr(model, "identity", None) != self.model.identity:
+            raise ExplainerFailed(f"explainer {self.name!r} is not bound to this model")
+        array = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
+        array = np.ascontiguousarray(array, dtype=np.float32)
+        labels = targets.detach().cpu().numpy() if isinstance(targets, torch.Tensor) else np.asarray(targets)
+        digest = hashlib.sha256(array.tobytes()).hexdigest()[:16]
+        task = ExplainTask(
+            model=self.model,
+            explainer=self.spec,
+            inputs=array,
+            targets=np.asarray(labels, dtype=np.int64),
+            samples=None if context is None else list(context.samples),
+            seed=seed,
+            batch_seed=derive_seed(seed, self.name, "call", digest),
+            timeout=self.timeout,
+        )
+        (outcome,) = list(self.executor.run([task]))
+        if outcome.error is not None:
+            raise ExplainerFailed(outcome.error)
+        assert outcome.outputs is not None
+        return list(outcome.outputs) if self.kind == "concept" else np.stack(outcome.outputs)
+
+
+def explainer_handles(
+    executor: Any, registry: Any, params: Mapping[str, Mapping[str, Any]], *, timeout: float | None = None
+) -> dict[str, ExplainerHandle]:
+    """One handle per explainer name in ``params`` (name -> the parameters given).
+
+    Bad input fails here, with one line, before any work: an unknown name (the registry's
+    error), an unknown parameter or a value that breaks its spec (checked in this process by
+    the framework's ``resolve_params``), and a ``ValueError``/``TypeError`` from the explainer's
+    ``validate_params`` hook (reported by the describing worker). Any other failure of the
+    constructor (its own ``__init__`` code raising, exiting, hanging) becomes the handle's
+    ``error``: the run goes on and every record of that explainer is n/a with the reason.
+
+    The constructor runs where ``executor.describe`` runs it (a worker process for the local
+    executor); an executor without ``describe`` gets it run in this process.
+    """
+    given: dict[str, tuple[type, dict[str, Any], dict[str, Any]]] = {}
+    for name, values in params.items():
+        cls = registry.entry("explainer", name).cls
+        try:
+            resolved = resolve_params("explainer", name, cls.default_params, cls.param_specs, dict(values))
+        except (TypeError, ValueError) as exc:
+            raise XaibenchError(str(exc)) from None
+        given[name] = (cls, dict(values), resolved)
+    describe = getattr(executor, "describe", None)
+    if describe is None:
+        describe = InProcessExecutor(registry).describe
+    handles: dict[str, ExplainerHandle] = {}
+    for name, (cls, values, resolved) in given.items():
+        status, detail = describe(ExplainerSpec(name, values), timeout)
+        if status == "invalid":
+            raise XaibenchError(str(detail))
+        error = None if status == "ok" else str(detail)
+        if status == "ok" and not (isinstance(detail, dict) and all(isinstance(k, str) for k in detail)):
+            error = "explainer constructor left parameters that are not a dict of names"
+        handles[name] = ExplainerHandle(
+            name=name,
+            version=str(cls.version),
+            kind=str(cls.kind),
+            params=dict(detail) if error is None else resolved,
+            reference_only=bool(cls.reference_only),
+            tuned_on_benchmark=bool(cls.tuned_on_benchmark),
+            executor=executor,
+            timeout=timeout,
+            error=error,
+        )
+    return handles

@@ -11,7 +11,14 @@ import numpy as np
 
 from xaibench.api import Explainer
 from xaibench.runner.cache import ExplanationCache, explanation_key
-from xaibench.runner.executors import Executor, ExplainerSpec, ExplainTask, InProcessExecutor, ModelSpec
+from xaibench.runner.executors import (
+    Executor,
+    ExplainerHandle,
+    ExplainerSpec,
+    ExplainTask,
+    InProcessExecutor,
+    ModelSpec,
+)
 from xaibench.runner.guard import check_concepts, check_saliency
 from xaibench.runner.track import TrackContext
 from xaibench.seeds import derive_seed
@@ -28,9 +35,21 @@ class Explanations:
     seconds: float = 0.0
 
 
+def track_model_spec(track: TrackContext) -> ModelSpec | None:
+    """How a worker rebuilds ``track``'s model (``None`` for a track without a model)."""
+    if track.model is None or track.inputs is None:
+        return None
+    return ModelSpec(
+        name=track.spec.model,
+        params=dict(track.spec.model_params),
+        identity=track.model.identity,
+        device=str(track.inputs.device),
+    )
+
+
 def explain_track(
     track: TrackContext,
-    explainer: Explainer,
+    explainer: Explainer | ExplainerHandle,
     *,
     cache: ExplanationCache | None,
     seed: int,
@@ -42,14 +61,25 @@ def explain_track(
 ) -> Explanations:
     """Explain every sample (or the ids in ``only``) of ``track``.
 
-    Batches run on ``executor`` (default: in this process, for trusted code). A batch that
-    fails is retried sample by sample, once, so one bad sample cannot take the others down;
-    each failure becomes an n/a reason for that sample.
+    Batches run on ``executor`` (default: in this process, for trusted code); ``explainer`` is an
+    :class:`~xaibench.api.Explainer` (in process) or the :class:`ExplainerHandle` of one that runs
+    in the executor. Each failure becomes an n/a reason for its samples:
+
+    - a handle whose constructor failed gives its reason to every sample, and nothing runs;
+    - a batch that fails is retried sample by sample, once, so one bad sample cannot take the
+      others down. The retries of all failed batches go to the executor together (in parallel
+      with several workers), after the first pass;
+    - a batch that failed by overrunning ``timeout`` costs at most the timeout once more: each of
+      its ``k`` samples is retried with ``timeout / k`` seconds (a slow explainer must not cost
+      the timeout ``k + 1`` times per batch), and a sample that overruns its share gets the
+      reason "killed after <share> s (... shared by the k samples of a batch that timed out)".
     """
     model, all_inputs, size = track.model, track.inputs, track.input_size
-    if model is None or all_inputs is None or size is None:
+    model_spec = track_model_spec(track)
+    if model is None or all_inputs is None or size is None or model_spec is None:
         raise ValueError(f"track {track.spec.name!r} has no model to explain")
     out = Explanations()
+    failed_to_build = explainer.error if isinstance(explainer, ExplainerHandle) else None
     keys = {
         s.id: explanation_key(
             explainer=explainer.name,
@@ -66,7 +96,9 @@ def explain_track(
     for i, sample in enumerate(track.samples):
         if only is not None and sample.id not in only:
             continue
-        hit = cache.get(keys[sample.id]) if cache is not None else None
+        hit = None
+        if cache is not None and failed_to_build is None:  # every hit is validated (shape, kind, finite)
+            hit = cache.get(keys[sample.id], shape=size, kind=explainer.kind)
         if hit is not None:
             out.values[sample.id] = hit
             out.cached += 1
@@ -74,20 +106,20 @@ def explain_track(
                 on_progress(1)
         else:
             todo.append(i)
+    if failed_to_build is not None:  # the constructor failed: nothing to run
+        for i in todo:
+            out.failures[track.samples[i].id] = failed_to_build
+        if on_progress and todo:
+            on_progress(len(todo))
+        return out
 
-    model_spec = ModelSpec(
-        name=track.spec.model,
-        params=dict(track.spec.model_params),
-        identity=model.identity,
-        device=str(all_inputs.device),
-    )
     explainer_spec = ExplainerSpec(explainer.name, dict(explainer.params))
     if executor is None:
         executor = InProcessExecutor()
-    if isinstance(executor, InProcessExecutor):  # this process: the track's own model and explainer
-        executor.adopt(model=model, explainer=explainer)
+    if isinstance(executor, InProcessExecutor):  # this process: the track's own model (and explainer)
+        executor.adopt(model=model, explainer=explainer if isinstance(explainer, Explainer) else None)
 
-    def task(indices: list[int]) -> ExplainTask:
+    def task(indices: list[int], limit: float | None) -> ExplainTask:
         return ExplainTask(
             model=model_spec,
             explainer=explainer_spec,
@@ -96,25 +128,10 @@ def explain_track(
             samples=[track.samples[i] for i in indices],
             seed=seed,
             batch_seed=derive_seed(seed, explainer.name, *(track.samples[i].id for i in indices)),
-            timeout=timeout,
+            timeout=limit,
         )
 
-    started = time.perf_counter()
-    chunks = [todo[start : start + batch_size] for start in range(0, len(todo), batch_size)]
-    for chunk, outcome in zip(chunks, executor.run([task(c) for c in chunks]), strict=True):
-        if outcome.error is None:
-            assert outcome.outputs is not None
-            results: list[tuple[int, Any, str | None]] = list(
-                zip(chunk, outcome.outputs, [None] * len(chunk), strict=True)
-            )
-        elif len(chunk) == 1:
-            results = [(chunk[0], None, outcome.error)]
-        else:  # retried sample by sample, once
-            singles = executor.run([task([i]) for i in chunk])
-            results = [
-                (i, None if o.error else o.outputs[0], o.error)  # type: ignore[index]
-                for i, o in zip(chunk, singles, strict=True)
-            ]
+    def keep(results: list[tuple[int, Any, str | None]]) -> None:
         for i, raw, error in results:
             sample_id = track.samples[i].id
             value = None
@@ -128,7 +145,39 @@ def explain_track(
                 out.computed += 1
                 if cache is not None:
                     cache.put(keys[sample_id], value)
+
+    started = time.perf_counter()
+    timeout = timeout or None
+    chunks = [todo[start : start + batch_size] for start in range(0, len(todo), batch_size)]
+    retry: list[tuple[int, float | None, str | None]] = []  # (row, timeout, note on a timeout)
+    retried: list[list[int]] = []
+    for chunk, outcome in zip(chunks, executor.run([task(c, timeout) for c in chunks]), strict=True):
+        if outcome.error is None:
+            assert outcome.outputs is not None
+            keep(list(zip(chunk, outcome.outputs, [None] * len(chunk), strict=True)))
+        elif len(chunk) == 1:
+            keep([(chunk[0], None, outcome.error)])
+        else:  # retried sample by sample, once, after the first pass
+            retried.append(chunk)
+            if outcome.timed_out and timeout is not None:
+                share = timeout / len(chunk)
+                note = f"{timeout:g} s shared by the {len(chunk)} samples of a batch that timed out"
+                retry += [(i, share, note) for i in chunk]
+            else:
+                retry += [(i, timeout, None) for i in chunk]
+            continue
         if on_progress:
             on_progress(len(chunk))
+    if retry:
+        singles = executor.run([task([i], limit) for i, limit, _ in retry])
+        results: list[tuple[int, Any, str | None]] = []
+        for (i, _, note), o in zip(retry, singles, strict=True):
+            error = o.error
+            if error is not None and o.timed_out and note is not None:
+                error = f"{error} ({note})"
+            results.append((i, None if error else o.outputs[0], error))  # type: ignore[index]
+        keep(results)
+        if on_progress:
+            on_progress(sum(len(c) for c in retried))
     out.seconds = time.perf_counter() - started
     return out

@@ -22,18 +22,19 @@ import torch
 
 from xaibench.api import Explainer, Metric, TrackSpec
 from xaibench.errors import XaibenchError
-from xaibench.files import write_json_atomic
+from xaibench.files import remove_leftovers, write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.examples import EXAMPLES_PER_TRACK, ExampleSet, collect_examples
-from xaibench.runner.executors import Executor, make_executor
-from xaibench.runner.explain import Explanations, explain_track
+from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
+from xaibench.runner.explain import Explanations, explain_track, track_model_spec
 from xaibench.runner.progress import Progress
-from xaibench.runner.records import RecordMaker, explainer_block, metric_block
-from xaibench.runner.store import RecordStore
+from xaibench.runner.records import RecordMaker, explainer_block, metric_block, runtime_key
+from xaibench.runner.store import RecordStore, WorkdirLock
 from xaibench.runner.track import TrackContext, load_track
+from xaibench.runner.workers import make_executor
 from xaibench.stats import summarise
 from xaibench.version import __version__
 
@@ -68,7 +69,10 @@ class RunConfig:
     device: str = "cpu"  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
 
 
-def environment() -> dict[str, Any]:
+def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Where the run computes: versions, platform, torch's intra-op threads and the device
+    (``device``: as used, e.g. ``cuda:0``; ``device_type``; ``device_name``: the GPU's name)."""
+    device = torch.device(device)
     return {
         "xaibench": __version__,
         "python": sys.version.split()[0],
@@ -76,7 +80,57 @@ def environment() -> dict[str, Any]:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "torch_threads": torch.get_num_threads(),
+        "device": str(device),
+        "device_type": device.type,
+        "device_name": device_name(device),
     }
+
+
+DEVICE_CHOICES = "auto, cpu, cuda, cuda:N or mps"
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device ``--device name`` means here: ``auto`` is the first CUDA GPU when torch sees
+    one, else Apple's MPS when available, else the CPU. A device that does not exist or is not
+    available here raises :class:`XaibenchError` (one line naming ``--device``)."""
+    text = str(name).strip().lower()
+    if text == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("mps") if _mps_available() else torch.device("cpu")
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps") or (device.type != "cuda" and device.index):
+        raise XaibenchError(f"--device {name}: unknown device; use {DEVICE_CHOICES}")
+    if device.type == "cpu":
+        return torch.device("cpu")
+    if device.type == "mps":
+        if not _mps_available():
+            raise XaibenchError(f"--device {name}: torch sees no MPS device here; use --device cpu or auto")
+        return torch.device("mps")
+    if not torch.cuda.is_available():
+        raise XaibenchError(
+            f"--device {name}: torch {torch.__version__} sees no CUDA device here; use --device cpu or auto"
+        )
+    count = torch.cuda.device_count()
+    index = torch.cuda.current_device() if device.index is None else device.index
+    if index >= count:
+        raise XaibenchError(f"--device {name}: there is no CUDA device {index}; this machine has {count}")
+    return torch.device("cuda", index)
+
+
+def device_name(device: torch.device) -> str:
+    """``cpu``, ``mps``, or the CUDA device's name (e.g. ``NVIDIA H100 80GB HBM3``)."""
+    if device.type == "cuda":
+        return str(torch.cuda.get_device_name(device))
+    return device.type
 
 
 def resolve_explainers(registry: Registry, names: Sequence[str]) -> list[str]:
@@ -171,25 +225,57 @@ class Runner:
         # CNN 10x and EfficientNet-Lite0 1.6x slower than one as soon as anything else ran, and a
         # fixed count keeps float reductions, hence numbers, identical between runs.
         torch.set_num_threads(max(1, config.threads))
-        self.config = config
-        self.registry = registry
-        names = resolve_explainers(registry, config.explainers)
-        self.explainers: dict[str, Explainer] = {
-            n: registry.create("explainer", n, **config.explainer_params.get(n, {})) for n in names
-        }
-        for m in config.metrics or ():
-            registry.entry("metric", m)
-        self.specs = resolve_tracks(registry, config.suite, config.tracks)
-        self.cache = ExplanationCache(config.workdir / "cache" / "explanations") if config.use_cache else None
-        self.environment = environment()
-        self.progress = Progress(enabled=False)
-        self.examples: list[ExampleSet] = []
+        # Worker processes first: they fork from a process that has run no torch work and not
+        # initialised CUDA yet (see runner/workers.py); closed by run(), or when garbage-collected.
         self.executor: Executor = make_executor(
             config.executor, registry, workers=config.workers, threads=config.threads, ray_address=config.ray_address
         )
+        try:  # after the executor: resolving "auto" may initialise CUDA, which forked workers must not inherit
+            self.device = resolve_device(config.device)
+        except BaseException:
+            self.executor.close()
+            raise
+        if self.device.type == "cuda":  # the same numbers on the same machine (DESIGN 6)
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+        self.config = config
+        self.registry = registry
+        names = resolve_explainers(registry, config.explainers)
+        for m in config.metrics or ():
+            registry.entry("metric", m)
+        self.specs = resolve_tracks(registry, config.suite, config.tracks)
+        try:  # explainers are constructed where they run; bad parameters still stop the run here
+            self.explainers: dict[str, ExplainerHandle] = explainer_handles(
+                self.executor, registry, {n: config.explainer_params.get(n, {}) for n in names}, timeout=config.timeout
+            )
+        except BaseException:
+            self.executor.close()
+            raise
+        self.environment = environment(self.device)
+        self.cache = (
+            ExplanationCache(config.workdir / "cache" / "explanations", scope=runtime_key(self.environment))
+            if config.use_cache
+            else None
+        )
+        self.progress = Progress(enabled=False)
+        self.examples: list[ExampleSet] = []
 
     def run(self) -> RunResult:
-        """Run every explainer on every track; write ``<workdir>/summary.json``; return the result."""
+        """Run every explainer on every track; write ``<workdir>/summary.json``; return the result.
+
+        The workdir is locked for the whole run (a second run on it fails at once, naming this
+        one's pid); what a crashed run left behind (temporary files of atomic writes, staging
+        folders) is removed first."""
+        try:
+            lock = WorkdirLock(self.config.workdir).acquire()
+        except BaseException:
+            self.executor.close()
+            raise
+        with lock:
+            self.leftovers_removed = remove_leftovers(self.config.workdir)
+            return self._run_locked()
+
+    def _run_locked(self) -> RunResult:
         config = self.config
         started = dt.datetime.now(dt.UTC)
         summary: dict[str, Any] = {
@@ -212,16 +298,35 @@ class Runner:
         finally:
             self.executor.close()
         self.progress = Progress(enabled=False)
+        summary["run"]["repairs"] = self.repairs()
         summary["run"]["wall_time_s"] = round((dt.datetime.now(dt.UTC) - started).total_seconds(), 3)
         config.workdir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(config.workdir / "summary.json", summary)
         return RunResult(summary=summary, examples=list(self.examples))
 
+    def repairs(self) -> dict[str, Any]:
+        """What the run found wrong in its workdir and repaired: leftovers of a crash removed,
+        cache entries rejected on reading (recomputed), by reason."""
+        rejected = self.cache.rejected if self.cache is not None else {}
+        report = {
+            "leftovers_removed": getattr(self, "leftovers_removed", 0),
+            "cache_rejected": sum(rejected.values()),
+            "cache_rejected_reasons": dict(sorted(rejected.items(), key=lambda kv: -kv[1])[:5]),
+        }
+        if report["cache_rejected"]:
+            Progress(enabled=self.config.progress).log(
+                f"[yellow]cache: {report['cache_rejected']} invalid entries recomputed "
+                f"({', '.join(report['cache_rejected_reasons'])})"
+            )
+        return report
+
     def run_track(self, spec: TrackSpec) -> dict[str, Any]:
         """One track: load it, then run each explainer on it; a track that fails to load gives ``{"error"}``."""
         config = self.config
         try:
-            track = load_track(spec, self.registry, limit=config.limit, batch_size=config.forward_batch)
+            track = load_track(
+                spec, self.registry, limit=config.limit, batch_size=config.forward_batch, device=self.device
+            )
         except XaibenchError as exc:
             self.progress.log(f"[red]track {spec.name}: {exc}")
             return {"error": str(exc)}
@@ -233,9 +338,12 @@ class Runner:
         return out
 
     def start(
-        self, track: TrackContext, explainer: Explainer, metrics: list[Metric], store: RecordStore
+        self, track: TrackContext, explainer: Explainer | ExplainerHandle, metrics: list[Metric], store: RecordStore
     ) -> ExplainerRun:
-        """The state of ``explainer`` on ``track``, before any work."""
+        """The state of ``explainer`` on ``track``, before any work (a handle is bound to the
+        track's model, so that metrics re-running the explainer reach it in its executor)."""
+        if isinstance(explainer, ExplainerHandle):
+            explainer = explainer.bind(track_model_spec(track))
         block = explainer_block(explainer, self.registry.info("explainer", explainer.name))
         records = RecordMaker.for_run(track, explainer, block, self.config.seed, self.environment)
         return ExplainerRun(track, explainer, metrics, store, block, records)

@@ -1,0 +1,303 @@
+"""The Ray executor (``--executor ray``): same records as the other executors, faults isolated.
+
+The fault tests run third-party explainers that misbehave inside the Ray workers: they come from a
+throw-away installed distribution (a dist-info with an ``xaibench`` entry point on ``PYTHONPATH``),
+so the workers' own registries load them, as they would a real plugin.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from xaibench.api import Explainer
+from xaibench.cli import main
+from xaibench.errors import XaibenchError
+from xaibench.plugins import manager
+from xaibench.runner.executors import ExplainerSpec, InProcessExecutor
+from xaibench.runner.explain import explain_track
+from xaibench.runner.run import RunConfig, run
+from xaibench.runner.track import load_track
+from xaibench.runner.workers import make_executor
+
+HAS_RAY = importlib.util.find_spec("ray") is not None
+needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed (pip install 'xaibench[ray]')")
+
+EXPLAINERS = ["random", "gradient", "sobel", "gradcam"]  # gradcam only where its plugin is installed
+METRICS = ["iou", "pointing_game", "mass_accuracy", "deletion", "sparseness"]
+BAD = "shapes-test-0001"  # the sample the misbehaving explainers fail on
+TIMEOUT = 3.0
+
+PLUGIN = '''
+"""Explainers that misbehave on one sample, inside the worker process."""
+import os
+import sys
+import time
+
+import numpy as np
+
+from xaibench import hookimpl
+from xaibench.api import Explainer
+
+BAD = "shapes-test-0001"
+
+
+class _Base(Explainer):
+    version = "1.0.0"
+    licence = "test"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        if any(s.id == BAD for s in context.samples):
+            self.misbehave()
+        rng = np.random.default_rng(seed)
+        return rng.random((inputs.shape[0], *inputs.shape[-2:])).astype(np.float32)
+
+
+class Hangs(_Base):
+    name = "xbt-hangs"
+
+    def misbehave(self):
+        while True:  # swallows whatever is raised at it
+            try:
+                time.sleep(0.05)
+            except BaseException:
+                pass
+
+
+class OsExit(_Base):
+    name = "xbt-os-exit"
+
+    def misbehave(self):
+        os._exit(0)
+
+
+class SysExit(_Base):
+    name = "xbt-sys-exit"
+
+    def misbehave(self):
+        sys.exit(3)
+
+
+class Raises(_Base):
+    name = "xbt-raises"
+
+    def misbehave(self):
+        raise RuntimeError("boom")
+
+
+class BadInit(_Base):
+    name = "xbt-bad-init"
+
+    def __init__(self, **params):
+        raise RuntimeError("no constructor for you")
+
+
+class Pid(_Base):
+    name = "xbt-pid"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        maps = np.zeros((inputs.shape[0], *inputs.shape[-2:]), dtype=np.float32)
+        maps[:, 0, 0] = os.getpid()  # not constant: a constant map is n/a
+        return maps
+
+
+@hookimpl
+def register_explainers(register):
+    for cls in (Hangs, OsExit, SysExit, Raises, BadInit, Pid):
+        register(cls)
+'''
+
+
+def _stub(name: str) -> Explainer:
+    """The driver's side of a worker-only explainer: only its name, version and parameters travel."""
+    cls = type(name, (Explainer,), {"name": name, "version": "1.0.0", "licence": "test", "explain": None})
+    return cls()
+
+
+@pytest.fixture(scope="module")
+def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Ray started by the executor, with the misbehaving plugin on its workers' path; shut down
+    after the module. (An executor holds its CPUs: the tests use one executor at a time.)"""
+    import ray
+
+    from xaibench.runner.ray_executor import RayExecutor
+
+    site = tmp_path_factory.mktemp("site")
+    (site / "xbt_misbehave.py").write_text(textwrap.dedent(PLUGIN))
+    info = site / "xbt_misbehave-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: xbt-misbehave\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[xaibench]\nxbt-misbehave = xbt_misbehave\n")
+    if ray.is_initialized():  # the workers must start with the plugin on their path
+        ray.shutdown()
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(site), *([saved] if saved else [])])
+    try:
+        RayExecutor(None, workers=2, threads=1, address=None).close()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    assert ray.is_initialized() and ray.cluster_resources().get("CPU") == 2
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_executor(ray_session: None) -> Iterator[Any]:
+    """Two Ray workers. The driver's registry does not know the misbehaving explainers: each of
+    them gets workers of its own, the built-in explainers share theirs."""
+    from xaibench.runner.ray_executor import RayExecutor
+
+    executor = RayExecutor(manager.get_registry(), workers=2, threads=1, address=None)
+    yield executor
+    executor.close()
+
+
+@pytest.fixture(scope="module")
+def track() -> Any:
+    spec = next(t for t in manager.get_registry().create("suite", "default").tracks() if t.name == "shapes")
+    return load_track(spec, manager.get_registry(), limit=4)
+
+
+def _explain(track: Any, name: str, executor: Any, batch_size: int = 2) -> Any:
+    return explain_track(
+        track, _stub(name), cache=None, seed=0, batch_size=batch_size, timeout=TIMEOUT, executor=executor
+    )
+
+
+def _records(workdir: Path) -> dict[str, tuple[Any, ...]]:
+    """Every record's numbers by key (wall times left out)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for path in sorted((workdir / "results").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            out[r["key"]] = (r["value"], r["na_reason"], r.get("curve"), r.get("extras"), r["target"])
+    return out
+
+
+def _explainers() -> list[str]:
+    installed = manager.get_registry().names("explainer")
+    return [e for e in EXPLAINERS if e in installed]
+
+
+def _run(tmp_path: Path, kind: str, workers: int = 1) -> dict[str, tuple]:
+    config = RunConfig(
+        explainers=_explainers(),
+        tracks=["shapes"],
+        metrics=METRICS,
+        limit=8,
+        explain_batch=3,  # three batches per explainer: both Ray workers get work
+        workdir=tmp_path / f"{kind}-{workers}",
+        progress=False,
+        examples=0,
+        executor=kind,
+        workers=workers,
+    )
+    run(config, manager.get_registry())
+    return _records(config.workdir)
+
+
+@needs_ray
+def test_ray_records_identical_to_in_process_and_local(tmp_path: Path, ray_session: None) -> None:
+    in_process = _run(tmp_path, "inprocess")
+    assert len(in_process) == 8 * len(METRICS) * len(_explainers())
+    assert sum(v[0] is not None for v in in_process.values()) > len(in_process) // 2  # real values compared
+    for kind, workers in [("local", 1), ("ray", 2)]:
+        other = _run(tmp_path, kind, workers)
+        assert other.keys() == in_process.keys(), kind
+        differing = [k for k in in_process if other[k] != in_process[k]]
+        assert not differing, f"--executor {kind} --workers {workers}: {len(differing)} records differ"
+
+
+def _pids(track: Any, executor: Any) -> list[float]:
+    """The process ids of the workers that explained each sample, once every worker has started."""
+    executor.started()
+    out = _explain(track, "xbt-pid", executor, batch_size=1)
+    return [float(out.values[s.id].flat[0]) for s in track.samples]  # type: ignore[union-attr]
+
+
+@needs_ray
+def test_tasks_run_on_both_workers_and_come_back_in_order(track: Any, ray_executor: Any) -> None:
+    pids = _pids(track, ray_executor)
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    assert set(_pids(track, ray_executor)) == set(pids)  # the same explainer keeps its workers
+    rand = _explain(track, "random", ray_executor, batch_size=1)
+    real = manager.get_registry().create("explainer", "random")
+    alone = explain_track(track, real, cache=None, seed=0, batch_size=1, executor=InProcessExecutor())
+    for s in track.samples:
+        np.testing.assert_array_equal(rand.values[s.id], alone.values[s.id])
+    assert not set(_pids(track, ray_executor)) & set(pids)  # another distribution ran: fresh workers
+
+
+@needs_ray
+def test_a_hang_is_killed_after_the_timeout_and_the_worker_replaced(track: Any, ray_executor: Any) -> None:
+    out = _explain(track, "xbt-hangs", ray_executor)
+    # The batch of 2 overran 3 s; each of its samples was retried with half of it.
+    assert list(out.failures) == [BAD]
+    assert out.failures[BAD].startswith(f"killed after {TIMEOUT / 2:g} s ("), out.failures
+    assert set(out.values) == {s.id for s in track.samples} - {BAD}  # the retry saved the rest of the batch
+    assert len(set(_pids(track, ray_executor))) == 2  # two workers again
+
+
+@needs_ray
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [("xbt-sys-exit", "worker exited with status 3"), ("xbt-os-exit", "worker exited (status unknown)")],
+)
+def test_a_worker_that_exits_gives_na_and_is_replaced(track: Any, ray_executor: Any, name: str, reason: str) -> None:
+    out = _explain(track, name, ray_executor)
+    assert out.failures == {BAD: reason}
+    assert len(out.values) == len(track.samples) - 1
+    assert len(set(_pids(track, ray_executor))) == 2  # the workers came back
+
+
+@needs_ray
+def test_explainer_and_constructor_errors_are_reasons(track: Any, ray_executor: Any) -> None:
+    raised = _explain(track, "xbt-raises", ray_executor)
+    assert raised.failures == {BAD: "explainer raised RuntimeError: boom"}
+    init = _explain(track, "xbt-bad-init", ray_executor)
+    assert not init.values
+    assert set(init.failures.values()) == {"explainer constructor raised RuntimeError: no constructor for you"}
+    assert ray_executor.describe(ExplainerSpec("xbt-bad-init", {}), TIMEOUT) == (
+        "failed",
+        "explainer constructor raised RuntimeError: no constructor for you",
+    )
+    assert ray_executor.describe(ExplainerSpec("center", {}), TIMEOUT) == ("ok", {"sigma": 0.25})
+
+
+@needs_ray
+def test_make_executor_gives_the_ray_executor(ray_session: None) -> None:
+    from xaibench.runner.ray_executor import RayExecutor
+
+    executor = make_executor("ray", manager.get_registry(), workers=1, threads=1, ray_address=None)
+    try:
+        assert isinstance(executor, RayExecutor) and len(executor.slots) == 1
+    finally:
+        executor.close()
+
+
+def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
+    from xaibench.runner.ray_executor import RAY_MISSING, RayExecutor
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(XaibenchError, match="needs Ray"):
+        RayExecutor(None, workers=2, threads=1, address=None)
+    args = ["run", "--explainer", "random", "--track", "shapes", "--limit", "2", "--metric", "iou", "--quiet"]
+    folders = ["--workdir", "w", "--submissions", "s", "--leaderboard-dir", "l"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, *(str(tmp_path / f) if f[0] != "-" else f for f in folders), "--executor", "ray"])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code != 0
+    assert err.splitlines() == [f"error: {RAY_MISSING}"]
+    assert not (tmp_path / "w" / "results").exists()
