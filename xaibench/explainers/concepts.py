@@ -45,7 +45,8 @@ def _check_model(model: Model, name: str) -> tuple[str, ...]:
 
 def _target_prob(model: Any, concepts: torch.Tensor, target: int) -> np.ndarray:
     """Softmax probability of ``target`` for concept vectors ``(M, K)``; returns ``(M,)`` float64."""
-    device = next(model.module.parameters()).device
+    module = getattr(model, "module", None)
+    device = next(module.parameters()).device if isinstance(module, torch.nn.Module) else concepts.device
     logits = model.class_logits(concepts.float().to(device))
     return torch.softmax(logits, dim=-1)[..., int(target)].double().cpu().numpy()
 
