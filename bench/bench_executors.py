@@ -14,7 +14,9 @@
     .venv/bin/python bench/bench_executors.py [--limit 64] [--n-masks 4000] [--repeat 1] [--suite [--no-speed]]
 
 Both commands run as subprocesses (``xaibench run ... --quiet``), one after the other; the best
-of ``--repeat`` runs of each is reported (the runs alternate, so a busy machine hurts both).
+of ``--repeat`` runs of each is reported (the runs alternate, so a busy machine hurts both). The
+speed-up needs two idle cores: the load average printed after each run is about 1 (local) and
+2 (Ray) on an otherwise idle machine; anything above that is other work taking the cores.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def compare(label: str, commands: dict[str, list[str]], tmp: Path, env: dict[str
         for name, args in commands.items():
             workdir = tmp / f"{label}-{name}-{round_}"
             seconds = run(args, workdir, env)
-            print(f"  {name:<28} {seconds:7.1f} s", flush=True)
+            print(f"  {name:<28} {seconds:7.1f} s   (load average {os.getloadavg()[0]:.2f} after)", flush=True)
             best[name] = min(best.get(name, seconds), seconds)
             found.setdefault(name, records(workdir))
     return {"best": best, "records": found}

@@ -174,7 +174,7 @@ def exit_reason(exc: BaseException) -> str:
     return f"worker exited with status {status.group(1)}" if status else "worker exited (status unknown)"
 
 
-@dataclass
+@dataclass(eq=False)
 class _Job:
     """A task or a description, its limits, and its answer once known."""
 
@@ -188,7 +188,7 @@ class _Job:
     done: bool = False
 
 
-@dataclass
+@dataclass(eq=False)
 class _Slot:
     """One actor: ``start`` (``ref`` is its readiness), ``idle``, ``setup`` or ``call``."""
 
@@ -373,8 +373,9 @@ class RayExecutor:
             self._died(slot, exit_reason(exc))
             return
         except Exception as exc:  # noqa: BLE001 - a Ray failure that left the actor in doubt
-            text = str(exc).strip().splitlines()
-            self._died(slot, f"worker failed: {type(exc).__name__}: {text[0] if text else ''}"[:300])
+            cause = getattr(exc, "cause", None) or exc  # an exception raised in the actor method
+            text = str(cause).strip().splitlines()
+            self._died(slot, f"worker failed: {type(cause).__name__}: {text[0] if text else ''}"[:300])
             return
         job = slot.job
         if slot.phase == "start":
