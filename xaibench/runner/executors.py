@@ -36,6 +36,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import io
+import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -413,3 +415,28 @@ def explainer_handles(
             error=error,
         )
     return handles
+
+
+# Globals a worker's reply may name: numpy's array and scalar reconstruction, nothing else.
+_MULTIARRAY = ("numpy.core.multiarray", "numpy._core.multiarray")
+_SAFE_GLOBALS = {(module, name) for module in _MULTIARRAY for name in ("_reconstruct", "scalar")} | {
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.numeric", "_frombuffer"),
+}
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _SAFE_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a worker's reply may not contain {module}.{name}")
+
+
+def load_reply(data: Any) -> Any:
+    """A worker's reply (pickled bytes), built from plain types and numpy arrays only: a reply
+    cannot make the runner's process run code (local worker processes and Ray actors alike)."""
+    if not isinstance(data, bytes):
+        raise pickle.UnpicklingError("a worker's reply must be bytes")
+    return _ReplyUnpickler(io.BytesIO(data)).load()

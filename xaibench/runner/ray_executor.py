@@ -42,7 +42,6 @@ node that runs a worker.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import pickle
@@ -65,6 +64,7 @@ from xaibench.runner.executors import (
     ExplainTask,
     WorkerState,
     failure_reason,
+    load_reply,
     spec_key,
 )
 
@@ -143,29 +143,6 @@ class RayWorker:
 
 
 # ---------------------------------------------------------------------------------------- driver side
-
-# Globals an actor's reply may name: numpy's array and scalar reconstruction, nothing else.
-_MULTIARRAY = ("numpy.core.multiarray", "numpy._core.multiarray")
-_SAFE_GLOBALS = {(module, name) for module in _MULTIARRAY for name in ("_reconstruct", "scalar")} | {
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"),
-}
-
-
-class _ReplyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"a worker's reply may not contain {module}.{name}")
-
-
-def load_reply(data: Any) -> Any:
-    """An actor's reply (pickled bytes), built from plain types and numpy arrays only."""
-    if not isinstance(data, bytes):
-        raise pickle.UnpicklingError("a worker's reply must be bytes")
-    return _ReplyUnpickler(io.BytesIO(data)).load()
 
 
 def exit_reason(exc: BaseException) -> str:

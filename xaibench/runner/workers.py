@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import io
 import multiprocessing as mp
 import os
 import pickle
@@ -72,6 +71,7 @@ from xaibench.runner.executors import (
     InProcessExecutor,
     ModelSpec,
     WorkerState,
+    load_reply,
 )
 
 # Seconds allowed to build a model and an explainer in a worker, at least (the explainer call
@@ -404,30 +404,6 @@ class _Spawner:
             self.forget(pid)
 
 
-# Globals a worker's reply may name: numpy's array and scalar reconstruction, nothing else.
-_SAFE_GLOBALS = {
-    (module, name)
-    for module in ("numpy.core.multiarray", "numpy._core.multiarray")
-    for name in ("_reconstruct", "scalar")
-} | {
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"),
-}
-
-
-class _ReplyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"a worker's reply may not contain {module}.{name}")
-
-
-def _load_reply(data: bytes) -> Any:
-    return _ReplyUnpickler(io.BytesIO(data)).load()
-
-
 @dataclass
 class _Job:
     """One task or description in flight: what to send, and the time limits."""
@@ -649,7 +625,7 @@ class LocalExecutor:
         while worker.job is job and worker.conn.poll(0):
             try:
                 data = self._recv_bytes(worker)
-                message = _load_reply(data)
+                message = load_reply(data)
             except (EOFError, OSError):
                 self._died(worker, done)
                 return
