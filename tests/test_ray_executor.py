@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,9 +111,25 @@ class Pid(_Base):
         return maps
 
 
+class Opens:
+    """Unpickling this calls open(MARKER, "w"): code run by whoever loads the reply."""
+
+    def __reduce__(self):
+        import tempfile
+
+        return (open, (os.path.join(tempfile.gettempdir(), "xbt-evil-reply-marker"), "w"))
+
+
+class EvilReply(_Base):
+    name = "xbt-evil-reply"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        return [Opens() for _ in range(inputs.shape[0])]
+
+
 @hookimpl
 def register_explainers(register):
-    for cls in (Hangs, OsExit, SysExit, Raises, BadInit, Pid):
+    for cls in (Hangs, OsExit, SysExit, Raises, BadInit, Pid, EvilReply):
         register(cls)
 '''
 
@@ -274,6 +291,17 @@ def test_explainer_and_constructor_errors_are_reasons(track: Any, ray_executor: 
         "explainer constructor raised RuntimeError: no constructor for you",
     )
     assert ray_executor.describe(ExplainerSpec("center", {}), TIMEOUT) == ("ok", {"sigma": 0.25})
+
+
+@needs_ray
+def test_a_reply_that_is_not_plain_data_runs_no_code_in_the_runner(track: Any, ray_executor: Any) -> None:
+    marker = Path(tempfile.gettempdir()) / "xbt-evil-reply-marker"
+    marker.unlink(missing_ok=True)
+    out = _explain(track, "xbt-evil-reply", ray_executor)
+    assert not out.values and not marker.exists()
+    (reason,) = set(out.failures.values())
+    assert reason.startswith("worker sent a reply that is not allowed: a worker's reply may not contain ")
+    assert reason.endswith(".open"), reason  # io.open: what the pickle names
 
 
 @needs_ray

@@ -31,7 +31,8 @@ know, see below):
   plugins, prefer ``--executor local``.
 
 Without ``address`` a local Ray instance starts (``num_cpus = workers x threads``, no dashboard,
-Ray's own and the actors' logs kept in Ray's session folder, ``/tmp/ray`` by default); with one,
+workers at normal priority rather than Ray's nice 15, Ray's own and the actors' logs kept in
+Ray's session folder, ``/tmp/ray`` by default); with one,
 the executor joins that cluster, whose nodes need xaibench and the same plugins installed. An
 already initialised Ray is reused, and :meth:`RayExecutor.close` leaves Ray running (it ends
 with the process). Each actor reserves ``threads`` CPUs and no GPU: on a local instance the
@@ -194,6 +195,9 @@ class RayExecutor:
         if not ray.is_initialized():
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # actors see this machine's GPUs
+            # Ray runs workers at nice 15: next to any other work they would get a sliver of the
+            # CPU, where local workers run at the runner's priority.
+            os.environ.setdefault("RAY_worker_niceness", "0")
             quiet: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
             try:
                 if address:
