@@ -36,7 +36,7 @@ def fresh_install_seconds(tmp: Path) -> float:
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, "-r", str(ROOT / "requirements-torch.txt")], check=True)
     plugins = [f"{p}" for p in sorted((ROOT / "plugins").iterdir()) if (p / "pyproject.toml").exists()]
-    subprocess.run([*pip, f"{ROOT}[test,lint,clip]", *plugins], check=True)
+    subprocess.run([*pip, f"{ROOT}[test,lint,clip,ray]", *plugins], check=True)
     return time.perf_counter() - started
 
 
