@@ -434,6 +434,20 @@ class _ReplyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"a worker's reply may not contain {module}.{name}")
 
 
+def plain_reply(value: Any, depth: int = 0) -> Any:
+    """A worker's answer as :func:`load_reply` accepts it: tensors as numpy arrays, containers
+    rebuilt as dicts and lists (nesting deeper than 5 is left as it is)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if depth > 4:
+        return value
+    if isinstance(value, dict):
+        return {k: plain_reply(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_reply(v, depth + 1) for v in value]
+    return value
+
+
 def load_reply(data: Any) -> Any:
     """A worker's reply (pickled bytes), built from plain types and numpy arrays only: a reply
     cannot make the runner's process run code (local worker processes and Ray actors alike)."""

@@ -54,8 +54,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import get_registry
 from xaibench.runner.executors import (
@@ -66,6 +64,7 @@ from xaibench.runner.executors import (
     WorkerState,
     failure_reason,
     load_reply,
+    plain_reply,
     spec_key,
 )
 
@@ -90,19 +89,6 @@ def import_ray() -> Any:
 
 
 # ---------------------------------------------------------------------------------------- actor side
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """Tensors as numpy arrays, containers rebuilt: what the driver's unpickler accepts."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    if depth > 4:
-        return value
-    if isinstance(value, dict):
-        return {k: _plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, depth + 1) for v in value]
-    return value
 
 
 def _dumps(message: Any, fallback: Any) -> bytes:
@@ -135,7 +121,7 @@ class RayWorker:
             outcome = self.state.run(task)
         except KeyboardInterrupt as exc:  # raised by plugin code; SystemExit ends the actor
             outcome = ExplainOutcome(error=failure_reason(exc))
-        message = ("done", _plain(outcome.outputs), outcome.error, outcome.timed_out)
+        message = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out)
         return _dumps(message, ("done", None, "explainer output cannot be sent to the runner", False))
 
     def describe(self, spec: ExplainerSpec) -> bytes:

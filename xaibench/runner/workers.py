@@ -72,6 +72,7 @@ from xaibench.runner.executors import (
     ModelSpec,
     WorkerState,
     load_reply,
+    plain_reply,
 )
 
 # Seconds allowed to build a model and an explainer in a worker, at least (the explainer call
@@ -112,19 +113,6 @@ def _die_with_parent(parent: int) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
         os._exit(0)
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """Tensors as numpy arrays, containers rebuilt: what the parent's unpickler accepts."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    if depth > 4:
-        return value
-    if isinstance(value, dict):
-        return {k: _plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, depth + 1) for v in value]
-    return value
 
 
 def _send(conn: Connection, message: Any) -> None:
@@ -185,7 +173,7 @@ def _serve(conn: Connection, state: WorkerState) -> None:
             reply: Any = ("described", state.describe(message[1]))
         elif message[0] == "task":
             outcome = state.run(message[1], ready=lambda: _send(conn, ("ready",)))
-            reply = ("done", _plain(outcome.outputs), outcome.error, outcome.timed_out)
+            reply = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out)
         else:
             return
         try:
