@@ -3,6 +3,15 @@
 Two tracks, six explainers, hand-picked means so that sort orders and ties are known:
 ``alpha`` is best, ``oracle`` is a reference, ``tuned-net`` discloses tuning on the benchmark,
 and ``evil`` carries HTML and script in every string it controls.
+
+Per-sample values (``samples``) are ``mean + NOISE[i]``, the same noise for every explainer, so a
+paired difference is constant and significant unless it is 0; only ``gamma``'s ``iou`` adds
+``+-GAMMA_SWING`` in turn, so ``beta`` (0.41) and ``gamma`` (0.40) tie on ``iou`` (their paired
+differences are -0.09 and +0.11, and the 95 % interval of their mean 0.01 contains 0).
+The pasta metrics come from a proxy checkpoint (held-out Q1 Spearman -0.23), so the perceptual
+family is shown but not ranked; ``model_randomisation`` flags ``oracle`` and ``evil``
+(mean > 0.5); ``insertion`` on ``synth-b`` has values for 6 of 10 samples only (too few to rank,
+and 40 % n/a); ``alpha`` passed verification and ``beta`` and ``evil`` failed it.
 """
 
 from __future__ import annotations
@@ -29,7 +38,9 @@ METRICS: dict[str, tuple[str, str, bool]] = {
     "deletion": ("faithfulness", "lower", True),
     "insertion": ("faithfulness", "higher", True),
     "pasta_q1": ("perceptual", "higher", True),
+    "pasta_q5": ("perceptual", "lower", False),
     "sparseness": ("other", "higher", False),
+    "model_randomisation": ("sanity", "lower", False),
 }
 N_SAMPLES = 10
 # explainer -> metric -> mean on track "synth-a" (track "synth-b" uses 1 - mean for iou, same otherwise)
@@ -41,18 +52,70 @@ MEANS: dict[str, dict[str, float | None]] = {
     "tuned-net": {"iou": 0.70, "mae": 0.15, "deletion": 0.12, "insertion": 0.66, "pasta_q1": 3.5, "sparseness": 0.60},
     "evil": {"iou": 0.10, "mae": 0.60, "deletion": 0.50, "insertion": 0.20, "pasta_q1": 1.5, "sparseness": 0.20},
 }
-HALF_WIDTH = 0.015  # intervals: mean +- this, so beta (0.41) and gamma (0.40) tie on iou
+# Shown-only perceptual and sanity metrics (the same on both tracks).
+PASTA_Q5 = {"alpha": 2.0, "beta": 2.4, "gamma": 3.1, "oracle": 1.6, "tuned-net": 2.2, "evil": 4.0}
+RANDOMISATION = {"alpha": 0.10, "beta": 0.20, "gamma": -0.10, "oracle": 0.95, "tuned-net": 0.15, "evil": 0.70}
+for _name, _means in MEANS.items():
+    _means.update(pasta_q5=PASTA_Q5[_name], model_randomisation=RANDOMISATION[_name])
+HALF_WIDTH = 0.015  # intervals: mean +- this
+NOISE = (-0.02, 0.02, -0.01, 0.01, -0.03, 0.03, 0.02, -0.01, -0.01, 0.0)  # sums to 0 over 6, 9 and 10 samples
+GAMMA_SWING = 0.1
+PROXY_LABEL = "PASTA (proxy, technique-level labels)"
+HELDOUT_Q1_SPEARMAN = -0.23
+BLOCKS = 4  # parameter blocks of the model_randomisation cascade
+# explainer -> the submission's "verification" (others: none)
+VERIFICATION: dict[str, dict[str, Any]] = {
+    "alpha": {
+        "verified_at": "2026-01-02T03:04:05+00:00",
+        "checked": 5,
+        "matched": 5,
+        "tolerance": 1e-6,
+        "passed": True,
+        "xaibench": "0.1.0",
+    },
+    "beta": {
+        "verified_at": "2026-01-03T00:00:00+00:00",
+        "checked": 5,
+        "matched": 3,
+        "tolerance": 1e-6,
+        "passed": False,
+        "xaibench": "0.1.0",
+    },
+    "evil": {
+        "verified_at": "2026-01-04T00:00:00+00:00",
+        "checked": 2,
+        "matched": 1,
+        "tolerance": 1e-6,
+        "passed": False,
+        "xaibench": EVIL_NAME,
+    },
+}
 
 
-def _metric(metric: str, mean: float | None, n_na: int) -> dict[str, Any]:
+def _samples(metric: str, mean: float | None, n: int, swing: bool) -> dict[str, float | None]:
+    """``mean + NOISE[i]`` (+- ``GAMMA_SWING`` in turn when ``swing``) for the first ``n`` samples, then null."""
+    out: dict[str, float | None] = {}
+    for i in range(N_SAMPLES):
+        if mean is None or i >= n:
+            out[f"s{i:02d}"] = None
+        else:
+            value = mean + NOISE[i] + (GAMMA_SWING * (1 if i % 2 == 0 else -1) if swing else 0.0)
+            out[f"s{i:02d}"] = round(value, 6)
+    return out
+
+
+def _metric(metric: str, mean: float | None, n_na: int, *, swing: bool = False) -> dict[str, Any]:
     family, direction, ranking = METRICS[metric]
     n = 0 if mean is None else N_SAMPLES - n_na
+    params: dict[str, Any] = {}
+    if metric.startswith("pasta_"):
+        params = {"question": metric[-2:].upper(), "label": PROXY_LABEL, "heldout_q1_spearman": HELDOUT_Q1_SPEARMAN}
     block: dict[str, Any] = {
         "id": metric,
         "version": "1.0.0",
         "family": family,
         "direction": direction,
-        "params": {},
+        "params": params,
         "ranking": ranking,
         "mean": mean,
         "ci_low": None if mean is None else mean - HALF_WIDTH,
@@ -61,6 +124,7 @@ def _metric(metric: str, mean: float | None, n_na: int) -> dict[str, Any]:
         "n_na": N_SAMPLES - n,
         "na_reasons": {"empty ground truth": N_SAMPLES - n} if n < N_SAMPLES else {},
         "forward_passes_per_sample": 0.0,
+        "samples": _samples(metric, mean, n, swing),
     }
     if mean is not None and 0 <= mean <= 1:
         counts = [0] * 10
@@ -81,6 +145,17 @@ def _metric(metric: str, mean: float | None, n_na: int) -> dict[str, Any]:
             "q75": np.clip(y + 0.05, 0, 1).tolist(),
             "n": n,
         }
+    if metric == "model_randomisation" and mean is not None:
+        # The cascade: randomising more blocks (output first) takes |E| from the original (1) down to the mean.
+        fraction = [k / BLOCKS for k in range(1, BLOCKS + 1)]
+        y = [round(1 - (1 - mean) * f, 6) for f in fraction]
+        block["curve"] = {
+            "fraction": fraction,
+            "mean": y,
+            "q25": [round(max(v - 0.05, -1.0), 6) for v in y],
+            "q75": [round(min(v + 0.05, 1.0), 6) for v in y],
+            "n": n,
+        }
     return block
 
 
@@ -95,7 +170,10 @@ def submission(name: str, folder: Path, *, examples: bool = True) -> dict[str, A
         for metric, mean in MEANS[name].items():
             if track == "synth-b" and metric == "iou" and mean is not None:
                 mean = round(1 - mean, 6)
-            metrics[metric] = _metric(metric, mean, n_na=1 if (name == "gamma" and metric == "mae") else 0)
+            n_na = 1 if (name == "gamma" and metric == "mae") else 0
+            if track == "synth-b" and metric == "insertion":
+                n_na = 4  # 6 shared samples: too few to rank, and 40 % n/a
+            metrics[metric] = _metric(metric, mean, n_na, swing=name == "gamma" and metric == "iou")
         block: dict[str, Any] = {
             "provenance": {
                 "track": track,
@@ -130,7 +208,7 @@ def submission(name: str, folder: Path, *, examples: bool = True) -> dict[str, A
                 )
             block["examples"] = items
         tracks[track] = block
-    return {
+    data: dict[str, Any] = {
         "schema": "xaibench.submission/1",
         "explainer": {
             "name": shown,
@@ -162,6 +240,9 @@ def submission(name: str, folder: Path, *, examples: bool = True) -> dict[str, A
         "suite": "synthetic",
         "tracks": tracks,
     }
+    if name in VERIFICATION:
+        data["verification"] = dict(VERIFICATION[name])
+    return data
 
 
 def write_submissions(folder: Path, names: tuple[str, ...] = tuple(MEANS)) -> Path:

@@ -593,3 +593,23 @@ def test_where_we_differ_from_quantus(quantus):
     assert quantus_call(pg, tied, far)[0] == 1.0
     ours = al.pointing_game(tied, far)
     assert ours.values[0] == 0.0 and ours.extras["tied_maxima"][0] == 2
+
+
+def test_binary_metrics_on_a_multi_level_map_use_the_middle_human_level():
+    """DESIGN 2: on a multi-level map the plain binary metrics and the pointing game use
+    A = M >= 0.5. A wide faint halo (M = 0.2) around the centre and the strong human level
+    (M = 1) in one corner: a centre prior hit the halo under A = M > 0, and misses now."""
+    levels = np.full((32, 32), 0.2, dtype=np.float32)
+    levels[:4, :4] = 1.0  # the 16 pixels at human level >= 0.5
+    centre = np.zeros((1, 32, 32), dtype=np.float32)
+    centre[0, 16, 16] = 1.0  # maximum at the centre, 17 px from the corner block: beyond 15 px * 32/224
+    batch = batch_of(centre, [GroundTruth(levels=levels)])
+    assert score("pointing_game", batch).values[0] == 0.0
+    corner = np.zeros((1, 32, 32), dtype=np.float32)
+    corner[0, :4, :4] = 1.0
+    batch = batch_of(corner, [GroundTruth(levels=levels)])
+    assert score("pointing_game", batch).values[0] == 1.0
+    # top-k matched IoU: k = |A| = 16, exactly the corner block -> 1.0 (under M > 0, k would be 1024: IoU 1/64)
+    assert score("iou", batch).values[0] == pytest.approx(1.0)
+    assert score("iou_h50", batch).values[0] == pytest.approx(1.0)
+    assert score("mass_accuracy", batch).values[0] == pytest.approx(1.0)

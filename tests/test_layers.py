@@ -3,7 +3,7 @@ circles, counting imports inside functions (lazy imports) too.
 
 Layers, bottom to top (``docs/architecture.md`` shows the same table):
 
-0. ground floor: errors, version, files, imaging, imagenet, seeds, params, stats
+0. ground floor: errors, version, files, imaging, imagenet, seeds, params, stats, randomisation, allocator
 1. the public types: ``api``
 2. the plugin system and the author kit: ``plugins``, ``kit``
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
@@ -38,6 +38,8 @@ LAYERS: dict[str, int] = {
     "xaibench.seeds": 0,
     "xaibench.params": 0,
     "xaibench.stats": 0,
+    "xaibench.randomisation": 0,
+    "xaibench.allocator": 0,
     "xaibench.api": 1,
     "xaibench.plugins": 2,
     "xaibench.kit": 2,

@@ -1,29 +1,34 @@
-"""Direction-aware ranking with interval ties, family and overall ranks, and safe rendering."""
+"""Family and overall ranks from paired per-metric ranks, statistics, and safe rendering.
+
+Paired comparisons, validity gates, sanity flags and duplicates: tests/test_paired_ranking.py;
+hostile strings: tests/test_leaderboard_escaping.py."""
 
 from __future__ import annotations
 
 import numpy as np
 from rich.console import Console
 
-from xaibench.publish.leaderboard import Entry, leaderboard_rows, rank_by_mean, rank_values
+from xaibench.publish.leaderboard import Entry, leaderboard_rows, rank_by_mean, rank_metric
 from xaibench.publish.writers import Leaderboard, print_leaderboard, to_markdown
 from xaibench.stats import bootstrap_ci, summarise
 
-
-def _e(explainer: str, metric: str, value: float | None, lo: float | None = None, hi: float | None = None,
-       direction: str = "higher", family: str = "alignment", ranking: bool = True) -> Entry:  # fmt: skip
-    lo = value if lo is None else lo
-    hi = value if hi is None else hi
-    return Entry("t", explainer, metric, family, direction, ranking, value, lo, hi, 10, 0)
+IDS = [f"s{k}" for k in range(10)]
 
 
-def test_rank_values_is_direction_aware_with_interval_ties() -> None:
-    higher = [_e("a", "m", 0.9, 0.8, 1.0), _e("b", "m", 0.85), _e("c", "m", 0.5), _e("d", "m", None)]
-    assert rank_values(higher) == {"a": 1, "b": 1, "c": 3}  # b inside a's interval; d is n/a: no rank
-    lower = [_e(x.explainer, "m", x.value, x.ci_low, x.ci_high, direction="lower") for x in higher[:3]]
-    assert rank_values(lower) == {"c": 1, "b": 2, "a": 3}  # ties go by the leader's interval: b's is a point
+def _e(explainer: str, metric: str, value: float | None, direction: str = "higher", family: str = "alignment",
+       ranking: bool = True, n: int = 10) -> Entry:  # fmt: skip
+    """An entry whose ``n`` samples all have ``value`` (so any difference is a strict win)."""
+    samples: dict[str, float | None] = {s: value for s in IDS[:n]}
+    return Entry("t", explainer, metric, family, direction, ranking, value, value, value, n, 0, samples)
+
+
+def test_rank_metric_is_direction_aware_and_gives_na_no_rank() -> None:
+    higher = [_e("a", "m", 0.9), _e("b", "m", 0.85), _e("c", "m", 0.5), _e("d", "m", None)]
+    assert rank_metric(higher) == {"a": (1, ""), "b": (2, ""), "c": (3, ""), "d": (None, "too few samples (n = 0)")}
+    lower = [_e(x.explainer, "m", x.value, direction="lower") for x in higher[:3]]
+    assert {x: r for x, (r, _) in rank_metric(lower).items()} == {"c": 1, "b": 2, "a": 3}
     exact = [_e("a", "m", 0.5), _e("b", "m", 0.5), _e("c", "m", 0.4)]
-    assert rank_values(exact) == {"a": 1, "b": 1, "c": 3}
+    assert {x: r for x, (r, _) in rank_metric(exact).items()} == {"a": 1, "b": 1, "c": 3}
 
 
 def test_rank_by_mean_ties_equal_scores() -> None:
@@ -37,6 +42,8 @@ def test_family_and_overall_rows_average_ranks_not_values() -> None:
         _e("a", "deletion", 0.1, direction="lower", family="faithfulness"),
         _e("b", "deletion", 0.3, direction="lower", family="faithfulness"),
         _e("a", "iou_t50", 0.0, ranking=False), _e("b", "iou_t50", 1.0, ranking=False),
+        _e("a", "sparseness", 0.9, family="other", ranking=False),
+        _e("b", "sparseness", 0.1, family="other", ranking=False),
     ]  # fmt: skip
     rows = {(r["explainer"], r["metric"]): r for r in leaderboard_rows(entries)}
     assert rows[("a", "rank:alignment")]["value"] == 1.5 and rows[("b", "rank:alignment")]["value"] == 1.5
@@ -44,7 +51,9 @@ def test_family_and_overall_rows_average_ranks_not_values() -> None:
     assert rows[("a", "rank:faithfulness")]["value"] == 1.0 and rows[("b", "rank:faithfulness")]["value"] == 2.0
     assert rows[("a", "rank:overall")]["value"] == 1.25 and rows[("b", "rank:overall")]["value"] == 1.75
     assert (rows[("a", "rank:overall")]["rank"], rows[("b", "rank:overall")]["rank"]) == (1, 2)
-    assert rows[("b", "iou_t50")]["rank"] == 1  # ranked per metric, but not in the family score
+    assert rows[("b", "iou_t50")]["rank"] is None and rows[("b", "iou_t50")]["status"] == ""  # shown, not ranked
+    assert rows[("a", "sparseness")]["rank"] is None and rows[("a", "sparseness")]["status"] == ""
+    assert not any(m == "rank:other" for _, m in rows)
 
 
 def test_bootstrap_interval_is_seeded_and_brackets_the_mean() -> None:
@@ -53,8 +62,10 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_mean() -> None:
     assert (low, high) == bootstrap_ci(values, seed=1)
     assert low < float(np.mean(values)) < high
     assert bootstrap_ci([0.25], seed=0) == (0.25, 0.25)
-    s = summarise([{"value": 1.0}, {"value": None, "na_reason": "empty mask"}], seed=0, label="x")
+    records = [{"value": 1.0, "sample_id": "a"}, {"value": None, "na_reason": "empty mask", "sample_id": "b"}]
+    s = summarise(records, seed=0, label="x")
     assert (s["mean"], s["n"], s["n_na"], s["na_reasons"]) == (1.0, 1, 1, {"empty mask": 1})
+    assert s["samples"] == {"a": 1.0, "b": None}
 
 
 def test_submitted_strings_are_inert_in_markdown_and_the_terminal() -> None:

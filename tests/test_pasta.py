@@ -636,3 +636,36 @@ def test_shapes_cbm_plumbing_with_a_tiny_training(tmp_path: Path) -> None:
         out = cls().explain(model, x, torch.tensor([0, 1]), seed=0)
         assert len(out) == 2 and set(out[0]) == set(CONCEPTS), cls.name
         assert all(np.isfinite(v) for v in out[0].values())
+
+
+def test_q5_q6_are_lower_is_better_and_unranked_q1_carries_its_validity() -> None:
+    """DESIGN 5: more Q5/Q6 stars mean more change under perturbation; only Q1 ranks. Every
+    PASTA result records the checkpoint's label and the held-out Q1 Spearman its card reports."""
+    from xaibench.pasta.metrics import PASTA_METRICS
+
+    directions = {m.name: (m.direction, m.ranking) for m in PASTA_METRICS}
+    assert directions == {
+        "pasta_q1": ("higher", True),
+        "pasta_q2": ("higher", False),
+        "pasta_q3": ("higher", False),
+        "pasta_q4": ("higher", False),
+        "pasta_q5": ("lower", False),
+        "pasta_q6": ("lower", False),
+    }
+    params = PASTA_METRICS[0]().params
+    assert params["label"] == "PASTA (proxy, technique-level labels)"
+    assert params["heldout_q1_spearman"] == pytest.approx(-0.2308)  # proxy-v1.card.json's headline
+
+
+def test_a_card_that_names_another_checkpoint_reports_no_validity(tmp_path: Path) -> None:
+    import shutil
+
+    from xaibench.pasta.checkpoint import load_checkpoint, packaged_dir
+
+    shutil.copy(packaged_dir() / "proxy-v1.pt", tmp_path / "copy.pt")
+    card = json.loads((packaged_dir() / "proxy-v1.card.json").read_text())
+    (tmp_path / "copy.card.json").write_text(json.dumps(card))
+    assert load_checkpoint(tmp_path / "copy.pt").heldout_q1_spearman() == pytest.approx(-0.2308)
+    card["checkpoint_sha256"] = "0" * 64  # a stale card: not this checkpoint's numbers
+    (tmp_path / "copy.card.json").write_text(json.dumps(card))
+    assert load_checkpoint(tmp_path / "copy.pt").heldout_q1_spearman() is None

@@ -165,3 +165,23 @@ def test_score_and_run_give_identical_values_for_identical_maps(
         assert all(v is None for sid, v in per_sample.items() if sid not in ids)  # no file: n/a
         assert sum(v is not None for v in per_sample.values()) == scored[metric]["n"] > 0, metric
         assert (scored[metric]["mean"], scored[metric]["n"]) == (summary[metric]["mean"], summary[metric]["n"])
+
+
+def test_a_constant_map_of_another_size_is_na_through_score_as_through_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Resizing a constant 300 x 300 map to the model's input leaves float noise (about 4e-7);
+    it must stay n/a ("constant map"), as the runner makes a constant explainer output, not
+    score IoU 0 from a raster-order top-k of an all-zero normalised map."""
+    from xaibench.imaging import resize_bilinear
+
+    resized = resize_bilinear(np.full((300, 300), 0.7, dtype=np.float32), (64, 64))
+    assert float(resized.max()) != float(resized.min())  # the noise this test is about
+    maps = tmp_path / "maps"
+    maps.mkdir()
+    np.save(maps / "shapes-test-0000.npy", np.full((300, 300), 0.7, dtype=np.float32))
+    args = ["--dataset", "shapes", "--model", "shapes-cnn", "--explanations", str(maps), "--metric", "iou"]
+    code, out, err = _score(capsys, *args, "--json")
+    assert code == 0, err
+    iou = json.loads(out)["metrics"]["iou"]
+    assert iou["per_sample"]["shapes-test-0000"] is None and iou["n"] == 0

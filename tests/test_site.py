@@ -1,4 +1,6 @@
-"""The static site without a browser: escaping, links, determinism, folder safety, ties, correlations."""
+"""The static site without a browser: escaping, links, determinism, folder safety, ties, correlations,
+and the verdicts (proxy labels, "not ranked", statuses and flags, the cross-track overview, the
+model randomisation cascade, verified submissions, the ranking rule)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,23 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-from _site_data import EVIL_NAME, EVIL_NOTES, EVIL_PARAM, EVIL_SAMPLE, MEANS, write_submissions
+from _site_data import (
+    BLOCKS,
+    EVIL_NAME,
+    EVIL_NOTES,
+    EVIL_PARAM,
+    EVIL_SAMPLE,
+    MEANS,
+    PROXY_LABEL,
+    RANDOMISATION,
+    write_submissions,
+)
 from click.testing import CliRunner
 from scipy.stats import spearmanr
 
 from xaibench.cli import cli
 from xaibench.plugins.manager import XaibenchError
+from xaibench.publish.writers import build_leaderboard
 from xaibench.site import build_site
 from xaibench.site.correlations import oriented, pair_rho, spearman
 
@@ -54,6 +67,7 @@ def test_every_submitted_string_is_escaped_and_data_survives_the_json_block(buil
             assert raw not in html, f"{rel} contains unescaped {raw!r}"
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in pages["index.html"]
     evil = pages["explainers/evil.html"]
+    assert "xaibench &lt;script&gt;window.__pwned=1&lt;/script&gt;" in evil  # its verification record
     for literal in (EVIL_PARAM, EVIL_NOTES, EVIL_SAMPLE):
         assert literal.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").split('"')[0] in evil
     block = re.search(r'<script type="application/json" id="xb-data">(.*?)</script>', pages["index.html"], re.S)
@@ -190,6 +204,9 @@ def test_cli_leaderboard_build_writes_files_and_site(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (out / "leaderboard.csv").exists() and (out / "site" / "index.html").exists()
     assert (out / "site" / "data" / "leaderboard.csv").read_text() == (out / "leaderboard.csv").read_text()
+    site_json = json.loads((out / "site" / "data" / "leaderboard.json").read_text())
+    assert site_json == json.loads((out / "leaderboard.json").read_text())
+    assert {"rules", "families", "summary"} <= set(site_json)
     custom = tmp_path / "public"
     result = CliRunner().invoke(
         cli, ["leaderboard", "build", "--submissions", str(subs), "--out", str(out), "--site", str(custom)]
@@ -223,9 +240,183 @@ def test_metrics_without_any_value_on_a_track_are_listed_not_tabled(tmp_path: Pa
         data = json.loads((subs / f"{name}.json").read_text())
         iou = data["tracks"]["synth-b"]["metrics"]["iou"]
         iou.update(mean=None, ci_low=None, ci_high=None, n=0, n_na=10, na_reasons={"no <mask>": 10})
+        iou["samples"] = dict.fromkeys(iou["samples"])
         iou.pop("histogram")
         (subs / f"{name}.json").write_text(json.dumps(data))
     build_site(subs, tmp_path / "site")
     a, b = (tmp_path / "site" / "index.html").read_text().split('<section class="track"')[1:3]
     assert 'data-metric="iou"' in a and 'data-metric="iou"' not in b
     assert "so not shown:\n<code>iou</code>." in b and "Most common reason: no &lt;mask&gt;." in b
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+def _track(html: str, k: int) -> str:
+    """The k-th track section (1-based) of a page."""
+    return html.split('<section class="track"')[k].split("</section>")[0]
+
+
+def _row(html: str, key: str) -> str:
+    row = re.search(rf'<tr data-key="{re.escape(key)}".*?</tr>', html, re.S)
+    assert row is not None, key
+    return row.group(0)
+
+
+def _header(html: str, metric: str) -> str:
+    head = re.search(rf'<th scope="col"[^>]*data-metric="{metric}".*?</th>', html, re.S)
+    assert head is not None, metric
+    return head.group(0)
+
+
+def _cells(row: str) -> list[str]:
+    return re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+
+
+def test_overview_across_tracks_orders_by_mean_win_rate_with_each_tracks_overall_rank(built: Path) -> None:
+    # By hand. Perceptual is not ranked (proxy checkpoint), so overall = mean of the alignment and
+    # faithfulness mean ranks. synth-a: alignment (iou, mae) oracle 1, tuned 2, alpha 3, beta 4, gamma 4.5
+    # (iou tie with beta), evil 6; faithfulness alpha 1, tuned 2, beta 3, oracle 4, gamma 5, evil 6 -> overall
+    # alpha 2 = tuned 2 (1=), oracle 2.5 (3), beta 3.5 (4), gamma 4.75 (5), evil 6. synth-b: insertion has 6
+    # shared samples (not ranked), iou is reversed -> alpha 1, tuned 2, beta 3, oracle 4, gamma 5, evil 6.
+    # Win rate = (others ranked worse + 0.5 x others tied) / 5; mean over the two tracks.
+    expected = [
+        ("alpha", "0.95", ["1=", "1"]),  # (4.5 + 5) / 5 / 2
+        ("tuned-net", "0.85", ["1=", "2"]),  # (4.5 + 4) / 10
+        ("beta", "0.50", ["4", "3"]),  # (2 + 3) / 10, before oracle by name
+        ("oracle", "0.50", ["3", "4"]),
+        ("gamma", "0.20", ["5", "5"]),
+        ("evil", "0.00", ["6", "6"]),
+    ]
+    html = (built / "index.html").read_text()
+    overview = html.split('<section class="overview"')[1].split("</section>")[0]
+    assert "Mean win rate, in the style of HELM" in overview and "a shared rank counts as half" in overview
+    got = []
+    for key, row in re.findall(r'<tr data-key="([^"]+)"(.*?)</tr>', overview, re.S):
+        rate = re.search(r'<td class="winrate"[^>]*>(.*?)</td>', row, re.S)
+        assert rate is not None
+        got.append((key, rate.group(1), re.findall(r'<span class="overall[^"]*">(\d+=?)</span>', row)))
+    assert got == expected
+    assert html.index('<section class="overview"') < html.index('<section class="track"')
+    # The per-track tables: overall rank first, then the explainer; both pinned when the table scrolls.
+    heads = re.findall(r'<th scope="col"([^>]*)>(.*?)</th>', _track(html, 1), re.S)
+    assert ">Rank<" in heads[0][1] and ">Explainer<" in heads[1][1]
+    assert 'class="pin pin-rank"' in heads[0][0] and 'class="pin pin-name"' in heads[1][0]
+    assert 'class="pin"' in overview.split("<tbody>")[1].split("</th>")[0]
+
+
+def test_perceptual_values_carry_the_proxy_label_and_not_ranked_everywhere(built: Path) -> None:
+    html = (built / "index.html").read_text()
+    for k in (1, 2):
+        track = _track(html, k)
+        q1 = _header(track, "pasta_q1")
+        assert PROXY_LABEL in q1 and "not ranked: proxy checkpoint" in q1 and "-0.23 &lt; 0.3" in q1
+        family = re.search(r'<th scope="col"[^>]*data-family="perceptual".*?</th>', track, re.S)
+        assert family is not None and "not ranked: proxy checkpoint" in family.group(0)
+        note = re.search(r'<p class="note notranked">(.*?)</p>', track, re.S)
+        assert note is not None and PROXY_LABEL in note.group(1) and "<strong>sanity</strong>" in note.group(1)
+        for key in MEANS:  # every pasta_q1 cell says "not ranked" and has no rank
+            q1_cell = [c for c in _cells(_row(track.split("</table>")[0], key)) if "not ranked" in c]
+            assert len(q1_cell) == 2 and all('class="rank' not in c for c in q1_cell)  # perceptual rank, pasta_q1
+        q5 = _header(track.split("</table>")[1], "pasta_q5")  # the "more metrics" table
+        assert "↓ lower is better" in q5 and PROXY_LABEL in q5 and "not ranked" in q5
+    alpha = (built / "explainers" / "alpha.html").read_text()
+    q1_row = re.search(r'<th scope="row"[^>]*data-sort="pasta_q1">.*?</tr>', _track(alpha, 1), re.S)
+    assert q1_row is not None and PROXY_LABEL in q1_row.group(0) and "not ranked" in q1_row.group(0)
+    assert "Shown but not ranked on this track" in _track(alpha, 1)
+    correlations = (built / "correlations.html").read_text()
+    assert f'<h3>Each metric against pasta_q1 <span class="label">{PROXY_LABEL}</span></h3>' in correlations
+    assert f"(perceptual values: {PROXY_LABEL})" in correlations  # the heatmaps' titles
+
+
+def test_cells_show_status_and_flags_and_explainers_their_flags_beside_the_name(built: Path) -> None:
+    html = (built / "index.html").read_text()
+    b = _track(html, 2)
+    assert '<span class="status">too few samples (n = 6)</span>' in _header(b, "insertion")
+    ranked = b.split("</table>")[0]
+    for key in MEANS:
+        [cell] = [c for c in _cells(_row(ranked, key)) if "too few samples" in c]
+        assert "too few samples (n = 6)" in cell and "⚠ n/a 40 %" in cell and 'class="rank' not in cell
+    assert "n/a 10 %" not in html  # gamma's mae: 1 of 10 n/a is not above 25 %
+    overview = html.split('<section class="overview"')[1].split("</section>")[0]
+    for section in (overview, _track(html, 1), b):
+        for table in section.split("</table>")[:-1]:
+            for key in MEANS:
+                name = _row(table, key).split("</th>")[0]
+                flagged = RANDOMISATION[key] > 0.5  # oracle (0.95) and evil (0.70)
+                assert ("⚠ insensitive to the model" in name) == flagged, (key, name)
+    oracle = (built / "explainers" / "oracle.html").read_text()
+    h1 = oracle.split("<h1>")[1].split("</h1>")[0]
+    assert "⚠ insensitive to the model (synth-a, synth-b)" in h1
+    assert all("Flagged on this track" in _track(oracle, k) for k in (1, 2))
+    assert "insensitive to the model" not in (built / "explainers" / "alpha.html").read_text()
+
+
+def test_explainer_page_draws_the_model_randomisation_cascade(built: Path) -> None:
+    alpha = _track((built / "explainers" / "alpha.html").read_text(), 1)
+    svg = re.search(r'<svg class="chart curve"[^>]*aria-label="model_randomisation curve on synth-a".*?</svg>', alpha)
+    assert svg is not None
+    chart = svg.group(0)
+    assert "fraction of parameter blocks randomised (output first)" in chart
+    assert "Spearman of |E| with the original" in chart
+    assert ">-1</text>" in chart and ">-0.5</text>" in chart  # a correlation axis, -1 to 1
+    main = re.search(r'<polyline class="line main" fill="none" points="([^"]+)">', chart)
+    assert main is not None
+    points = [float(v) for p in main.group(1).split() for v in p.split(",")]
+    # Plot area: x from 44 to 368 px (fraction 0..1), y from 202 (rho -1) up to 12 (rho 1). The cascade of
+    # alpha (mean 0.1) falls linearly from 1 - 0.9/4 = 0.775 at 1/4 of the blocks to 0.1 with all of them.
+    expected = [(125.0, 33.375), (206.0, 54.75), (287.0, 76.125), (368.0, 97.5)]
+    assert [1 - (1 - RANDOMISATION["alpha"]) * k / BLOCKS for k in (1, 2, 3, 4)] == pytest.approx(
+        [0.775, 0.55, 0.325, 0.1]
+    )
+    assert points == pytest.approx([v for xy in expected for v in xy], abs=0.006)
+    assert chart.count('<polyline class="line other"') == 5
+
+
+def test_verified_submissions_are_marked_with_their_date_and_records(built: Path) -> None:
+    alpha = (built / "explainers" / "alpha.html").read_text()
+    assert '<span class="verification passed">verified 2026-01-02 (5 of 5 re-run records matched)</span>' in alpha
+    assert '<span class="badge verified"' in alpha.split("</h1>")[0]
+    beta = (built / "explainers" / "beta.html").read_text()
+    assert "verification failed 2026-01-03 (3 of 5 re-run records matched)" in beta
+    assert "verified 2026" not in beta
+    assert "not verified" in (built / "explainers" / "gamma.html").read_text()
+    html = (built / "index.html").read_text()
+    for section in (html.split('<section class="overview"')[1], _track(html, 1)):
+        assert '<span class="badge verified" title="verified 2026-01-02' in _row(section, "alpha")
+        assert '<span class="badge unverified"' in _row(section, "beta")
+        assert "badge verified" not in _row(section, "gamma") and "unverified" not in _row(section, "gamma")
+
+
+def test_methodology_states_the_ranking_rule_with_the_boards_values(built: Path, tmp_path: Path) -> None:
+    html = (built / "methodology.html").read_text()
+    rules = html.split('<section id="rules">')[1].split("</section>")[0]
+    for text in (
+        "compared on the samples where both have a value",
+        "the 95 % paired bootstrap interval of the mean difference excludes 0; when the interval contains 0 they tie",
+        "Rank = 1 + the number of explainers significantly better",
+        "share at least 8 samples with values",
+        "too few samples (n = k)",
+        "more than 25 % n/a is flagged",
+        "labelled <code>PASTA</code>",
+        "held-out technique-level Spearman of at least 0.3 on Q1",
+        "<code>pasta_q5</code> and <code>pasta_q6</code>",
+        "are <em>lower is better</em>",
+        "The sanity family is never ranked.",
+        "mean is above 0.5",
+        "overall rank is the mean over the ranked families only",
+    ):
+        assert text in rules, text
+    subs = write_submissions(tmp_path / "subs", ("alpha", "beta"))
+    board = build_leaderboard(subs)
+    board.rules = {
+        "min_shared_samples": 12,
+        "na_flag_fraction": 0.4,
+        "perceptual_min_spearman": 0.45,
+        "sanity_flag_above": 0.6,
+    }
+    build_site(subs, tmp_path / "site", board=board)
+    html = (tmp_path / "site" / "methodology.html").read_text()
+    for text in ("share at least 12 samples", "more than 40 % n/a", "at least 0.45 on Q1", "mean is above 0.6"):
+        assert text in html, text
+    assert re.search(r"share at least\s+12 samples", (tmp_path / "site" / "index.html").read_text())

@@ -3,7 +3,9 @@
 Built from small synthetic submissions written by the test (tests/_site_data.py), served both
 from ``file://`` and from a localhost ``http.server``. Checks: every page loads with no console
 error and no request leaving the site; sorting by a column header; the disclosure filters;
-submitted HTML/script stays inert text. Screenshots go to ``test-artifacts/`` (gitignored).
+submitted HTML/script stays inert text; at a phone's 390 px width no page scrolls sideways (only
+the table containers do) and the rank and explainer columns stay pinned while a table scrolls.
+Screenshots go to ``test-artifacts/`` (gitignored).
 
 Needs ``pip install playwright`` (never ``playwright install``: the system browser is used) and
 ``apt-get install chromium``; set ``XAIBENCH_CHROMIUM`` to use another Chromium binary. Without
@@ -185,10 +187,15 @@ def _keys(page: Any, table: Any) -> list[str]:
     return table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.getAttribute('data-key'))")
 
 
+def _track_table(page: Any) -> Any:
+    """The ranking table of the first track (the cross-track overview table comes before it)."""
+    return page.locator("section.track table.board").first
+
+
 def test_clicking_a_header_sorts_by_that_column_best_first_then_reversed(site: Path, watch: Any) -> None:
     w = watch()
     w.goto(site.as_uri() + "/index.html")
-    table = w.page.locator("table.board").first
+    table = _track_table(w.page)
     assert _keys(w.page, table) == ["alpha", "tuned-net", "oracle", "beta", "gamma", "evil"]  # overall rank order
     iou = table.locator("th[data-metric='iou']")
     iou.locator("button").click()  # higher is better: descending first
@@ -222,13 +229,13 @@ def test_na_values_sort_last_in_both_directions(site: Path, watch: Any) -> None:
 def test_disclosure_filters_hide_tuned_and_reference_explainers(site: Path, watch: Any) -> None:
     w = watch()
     w.goto(site.as_uri() + "/index.html")
-    rows = w.page.locator("table.board").first.locator("tbody tr")
+    rows = _track_table(w.page).locator("tbody tr")
 
     def visible() -> list[str]:
         return [
             k
             for k, shown in zip(
-                _keys(w.page, w.page.locator("table.board").first),
+                _keys(w.page, _track_table(w.page)),
                 [rows.nth(i).is_visible() for i in range(rows.count())],
                 strict=True,
             )
@@ -280,8 +287,42 @@ def test_explainer_page_shows_overlays_curves_and_histograms(site: Path, watch: 
     assert section.locator(".examples img").count() == 2
     assert section.locator(".examples img").first.evaluate("i => i.naturalWidth") == 48
     curves = section.locator("svg.curve")
-    assert curves.count() == 2  # deletion and insertion
+    assert curves.count() == 3  # deletion, insertion and the model_randomisation cascade
     assert curves.first.locator("polyline.main").count() == 1
     assert curves.first.locator("polyline.other").count() == 5  # the other explainers, in grey
-    assert section.locator("svg.hist").count() == 5  # metrics with values in [0, 1]
+    assert section.locator("svg.hist").count() == 6  # metrics with values in [0, 1]
     _shot(w.page, "explainer-alpha")
+
+
+def test_phone_width_scrolls_only_inside_tables_and_the_explainer_column_stays_pinned(site: Path, watch: Any) -> None:
+    w = watch()
+    w.page.set_viewport_size({"width": 390, "height": 844})
+    for rel in PAGES:
+        w.goto(site.as_uri() + "/" + rel)
+        assert w.page.evaluate("document.documentElement.scrollWidth") <= 390, f"{rel} overflows at 390 px"
+    w.goto(site.as_uri() + "/index.html")
+    _shot(w.page, "phone-index")
+    first_columns = w.page.eval_on_selector_all(
+        "table.board",
+        "ts => ts.map(t => [t.tHead.rows[0].cells[0], t.tBodies[0].rows[0].cells[0]]"
+        ".map(c => getComputedStyle(c).position))",
+    )
+    assert len(first_columns) == 5  # the overview, then two tables per track
+    assert all(p == ["sticky", "sticky"] for p in first_columns), first_columns
+    # Scroll the first track's table sideways: the rank and explainer columns stay put, the metrics move.
+    table = _track_table(w.page)
+    scroller = table.locator("xpath=..")
+    assert scroller.evaluate("s => s.classList.contains('scroll') && s.scrollWidth > s.clientWidth + 100")
+    row = table.locator("tbody tr").first
+
+    def lefts() -> list[float]:
+        return row.evaluate("r => Array.from(r.cells).slice(0, 3).map(c => c.getBoundingClientRect().left)")
+
+    rank, name, family = lefts()
+    scroller.evaluate("s => { s.scrollLeft = 200; }")
+    after = lefts()
+    assert after[0] == pytest.approx(rank, abs=1) and after[1] == pytest.approx(name, abs=1)
+    assert after[2] == pytest.approx(family - 200, abs=1)
+    assert w.page.evaluate("document.documentElement.scrollWidth") <= 390
+    _shot(w.page, "phone-index-scrolled")
+    assert w.errors == [], w.errors

@@ -57,8 +57,11 @@ def test_golden_submissions_of_every_earlier_format_still_validate_load_rank_and
         assert validate_file(f) == [], f
         assert load_submission(f)["schema"] == "xaibench.submission/1"
     board = build_leaderboard(root)
-    overall = {r["explainer"]: r["rank"] for r in board.rows if r["metric"] == "rank:overall"}
-    assert overall["oracle"] == 1 and set(overall) == {"gradient", "oracle", "random"}
+    overall = {r["explainer"]: (r["rank"], r["status"]) for r in board.rows if r["metric"] == "rank:overall"}
+    # files from before per-sample values: shown, never ranked (paired ranking needs `samples`)
+    assert overall == dict.fromkeys(("gradient", "oracle", "random"), (None, "not ranked: no per-sample values"))
+    iou = {r["explainer"]: r for r in board.rows if r["metric"] == "iou"}
+    assert iou["oracle"]["value"] is not None and iou["oracle"]["status"] == "not ranked: no per-sample values"
     pages = build_site(root, tmp_path / "site")
     assert (tmp_path / "site" / "index.html") in pages
     shown = sum(p.read_text(encoding="utf-8").count('<img src="../assets/overlays/') for p in pages)
@@ -73,6 +76,40 @@ def valid(tmp_path: Path) -> dict[str, Any]:
     data = submission("alpha", tmp_path)
     assert validate_text(_text(data), "alpha.json", tmp_path) == []
     return data
+
+
+def test_samples_sanity_family_and_verification_are_in_the_schema_and_checked(valid: dict[str, Any]) -> None:
+    data = copy.deepcopy(valid)
+    iou = data["tracks"]["synth-a"]["metrics"]["iou"]
+    iou["samples"] = {f"s{k}": 0.62 for k in range(10)}  # n = 10, n_na = 0
+    mae = data["tracks"]["synth-b"]["metrics"]["mae"]
+    mae["family"] = "sanity"
+    data["verification"] = {
+        "verified_at": "2026-02-01T10:00:00+00:00",
+        "checked": 8,
+        "matched": 8,
+        "tolerance": 1e-6,
+        "passed": True,
+        "xaibench": "0.2.0",
+    }
+    assert validate_text(_text(data), "alpha.json") == []
+    iou["samples"]["s0"] = None  # now 9 values and 1 null, but n = 10, n_na = 0
+    iou["samples"]["s1"] = "x"
+    data["verification"]["checked"] = -1
+    del data["verification"]["passed"]
+    text = _text(data)
+    issues = {(i.pointer, i.message) for i in validate_text(text, "alpha.json")}
+    assert (
+        "/tracks/synth-a/metrics/iou/samples/s1",
+        'schema: "x" is not allowed here: expected type number or null',
+    ) in issues
+    assert ("/verification/checked", "schema: -1 is not allowed here: minimum 0") in issues
+    assert ("/verification", "schema: 'passed' is a required property") in issues
+    iou["samples"]["s1"] = 0.5
+    data["verification"].update(checked=8, passed=False)
+    [issue] = validate_text(_text(data), "alpha.json")
+    assert issue.pointer == "/tracks/synth-a/metrics/iou/samples"
+    assert issue.message == "samples has 9 values and 1 null but n = 10, n_na = 0"
 
 
 def test_json_syntax_error_gives_line_and_column() -> None:
@@ -239,6 +276,8 @@ def test_run_writes_valid_submissions_with_overlays_histograms_curves(
     assert Image.open(png).size == (224, 224)
     iou = track["metrics"]["iou"]
     assert sum(iou["histogram"]["counts"]) == iou["n"] == 5
+    assert sorted(iou["samples"]) == [f"shapes-test-{k:04d}" for k in range(5)]
+    assert np.mean(list(iou["samples"].values())) == pytest.approx(iou["mean"])
     deletion = track["metrics"]["deletion"]["curve"]
     assert deletion["n"] == 5 and len(deletion["fraction"]) == 51 and deletion["fraction"][-1] == 1.0
     records = [json.loads(x) for x in (tmp_path / "work" / "results" / "shapes.jsonl").read_text().splitlines()]

@@ -16,7 +16,7 @@ import numpy as np
 from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
-Family = Literal["alignment", "faithfulness", "perceptual", "other"]
+Family = Literal["alignment", "faithfulness", "perceptual", "other", "sanity"]
 ExplanationKind = Literal["saliency", "concept"]
 
 FAMILIES: tuple[Family, ...] = get_args(Family)

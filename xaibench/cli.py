@@ -165,7 +165,7 @@ def cli() -> None:
     help="Seconds allowed per explainer call (0: none).",
 )
 @click.option(
-    "--batch-size", default=64, show_default=True, type=click.IntRange(min=1), help="Images per model forward pass."
+    "--batch-size", default=16, show_default=True, type=click.IntRange(min=1), help="Images per model forward pass."
 )
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the explanation cache.")
@@ -441,6 +441,50 @@ def submission_validate(paths: tuple[Path, ...]) -> None:
     for issue in issues:  # last, where they are seen
         click.echo(str(issue))
     if issues:
+        sys.exit(1)
+
+
+@submission.command("verify")
+@click.argument("path", metavar="FILE", type=click.Path(path_type=Path))
+@click.option(
+    "--samples",
+    "k",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many (track, metric, sample) records with a value to re-run (all when there are fewer).",
+)
+@click.option("--seed", default=0, show_default=True, help="Seed of the random choice of records.")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Root holding real datasets (sets XAIBENCH_DATA_DIR), as for `xaibench run`.",
+)
+def submission_verify(path: Path, k: int, seed: int, data_dir: Path | None) -> None:
+    """Re-run a seeded random choice of FILE's per-sample records from its provenance and compare.
+
+    Checks first that the installed explainer, metrics, datasets and models are those recorded
+    (version, parameters, model identity, dataset revision), then re-runs the chosen samples
+    with the recorded suite, seed, device and thread count. Prints one line per record that
+    differs by more than 1e-6, then the verdict, and writes it into FILE as `verification`.
+    Exits 0 when every record matches, 1 when any differs, 2 when FILE cannot be verified.
+    """
+    from xaibench.publish.verify import record_verification, verify_submission
+
+    if data_dir is not None:
+        os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
+    try:
+        result = verify_submission(path, get_registry(), samples=k, seed=seed, log=click.echo)
+        *lines, verdict = result.lines()
+        for line in lines:
+            click.echo(line)
+        record_verification(path, result, result.submission)
+    except XaibenchError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(f"({result.seconds:.1f} s; the verification is recorded in {path})")
+    click.echo(verdict)  # last, where scripts and eyes look
+    if not result.passed:
         sys.exit(1)
 
 

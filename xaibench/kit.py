@@ -256,9 +256,21 @@ def check_saliency(value: Any, size: tuple[int, int]) -> tuple[np.ndarray | None
         return None, f"explainer returned shape {tuple(arr.shape)}, expected {size}"
     if not np.isfinite(arr).all():
         return None, "explainer returned NaN or inf"
-    if float(arr.max()) == float(arr.min()):
+    if is_constant(arr):
         return None, "explainer returned a constant map"
     return arr, None
+
+
+CONSTANT_RTOL = 1e-6
+"""A map whose range is at most this fraction of its largest magnitude is constant (the alignment
+normaliser's rule): resizing a constant map leaves float noise of about 1e-7 that must not turn
+it into a rankable one."""
+
+
+def is_constant(arr: np.ndarray) -> bool:
+    """Whether a finite map is constant up to :data:`CONSTANT_RTOL` of its largest magnitude."""
+    high, low = float(arr.max()), float(arr.min())
+    return high - low <= CONSTANT_RTOL * max(abs(high), abs(low))
 
 
 def check_concepts(value: Any) -> tuple[dict[str, float] | None, str | None]:

@@ -27,7 +27,9 @@ def bootstrap_ci(values: Sequence[float], seed: int, n_boot: int = N_BOOTSTRAP) 
 
 
 def summarise(records: Sequence[dict[str, Any]], *, seed: int, label: str) -> dict[str, Any]:
-    """Mean, interval and counts of a metric's records (n counts values, n_na the n/a)."""
+    """Mean, interval and counts of a metric's records (n counts values, n_na the n/a), and the
+    per-sample values (``samples``: sample id -> value, ``None`` for n/a) that paired ranking and
+    ``xaibench submission verify`` read."""
     values = [r["value"] for r in records if r.get("value") is not None]
     reasons = Counter(r["na_reason"] for r in records if r.get("value") is None)
     low, high = bootstrap_ci(values, derive_seed(seed, "bootstrap", label))
@@ -41,4 +43,5 @@ def summarise(records: Sequence[dict[str, Any]], *, seed: int, label: str) -> di
         "n_na": sum(reasons.values()),
         "na_reasons": dict(reasons.most_common(5)),
         "forward_passes_per_sample": float(np.mean(passes)) if passes else 0.0,
+        "samples": {str(r["sample_id"]): r.get("value") for r in records if "sample_id" in r},
     }

@@ -1,4 +1,4 @@
-"""Built-in metrics (alignment, faithfulness and the other axes), registered through the same
+"""Built-in metrics (alignment, faithfulness, the other axes and sanity), registered through the same
 hook a third-party plugin implements. The perceptual family registers from ``xaibench.pasta``."""
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from xaibench.metrics.faithfulness.road import (
 )
 from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.metrics.other.sparseness import Sparseness
+from xaibench.metrics.sanity.randomisation import ModelRandomisation
 from xaibench.plugins.hookspecs import hookimpl
 
 METRICS: list[type[Metric]] = [
@@ -105,6 +106,8 @@ METRICS: list[type[Metric]] = [
     # other axes (not ranked)
     MaxSensitivity,
     Sparseness,
+    # sanity (DESIGN 4b; never ranked, flagged)
+    ModelRandomisation,
 ]
 """Every built-in metric class outside the perceptual family, one per DESIGN 8 id."""
 

@@ -82,6 +82,36 @@ class Checkpoint:
     def branch(self, kind: str) -> dict[str, Any] | None:
         return self.meta.get("branches", {}).get(kind)
 
+    def card(self) -> dict[str, Any] | None:
+        """The model card beside the checkpoint file (``<name>.card.json``), when it exists, is a
+        JSON object and names this checkpoint's sha256 (a stale card is not this checkpoint's)."""
+        if self.path is None:
+            return None
+        try:
+            card = json.loads(self.path.with_suffix(".card.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(card, dict) or card.get("checkpoint_sha256") not in (None, self.sha256):
+            return None
+        return card
+
+    def heldout_q1_spearman(self) -> float | None:
+        """The held-out technique-level Spearman on Q1 its model card reports (``headline``:
+        ``q1_technique_spearman``, or ``<branch>_..._q1_technique_spearman``, saliency first), or
+        None. The leaderboard ranks the perceptual family only from 0.3 up (DESIGN 7)."""
+        headline = (self.card() or {}).get("headline")
+        if not isinstance(headline, dict):
+            return None
+        keys = sorted(
+            (k for k in headline if str(k).endswith("q1_technique_spearman")),
+            key=lambda k: not k.startswith("saliency"),
+        )
+        for key in keys:
+            value = headline[key]
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+        return None
+
 
 def save_checkpoint(path: Path, meta: dict[str, Any], networks: dict[str, ScoringNetwork]) -> str:
     """Write the checkpoint atomically; returns its sha256."""

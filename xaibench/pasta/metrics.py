@@ -1,10 +1,11 @@
 """Metric plugins ``pasta_q1`` .. ``pasta_q6``: the predicted human rating (1..5 stars) per question.
 
-Family ``perceptual``, direction ``higher`` (more stars), unit "stars (1-5)". Only ``pasta_q1``
-("consistent with how I would explain the class") enters the family rank; the others are shown.
-Q5 and Q6 ask how much the explanation *changed* under a light or strong perturbation, so for
-them the question itself reads "lower is more robust"; the metric still reports the predicted
-rating with direction ``higher`` as the raters' scale, and does not rank on it.
+Family ``perceptual``, unit "stars (1-5)". Q1-Q4: direction ``higher`` (more stars). Only
+``pasta_q1`` ("consistent with how I would explain the class") enters the family rank, and only
+when the checkpoint is valid (DESIGN 7: labelled ``PASTA``, or a held-out Q1 technique-level
+Spearman of at least 0.3 on its model card, recorded as the ``heldout_q1_spearman`` param); the
+others are shown. Q5 and Q6 ask how much the explanation *changed* under a light or strong
+perturbation: more stars mean more change, so they are ``lower`` is better, shown, never ranked.
 
 Parameters: ``checkpoint`` (a packaged checkpoint name, default ``proxy-v1``, or a file path;
 ``$XAIBENCH_PASTA_CHECKPOINT`` replaces the default).
@@ -118,18 +119,20 @@ class PastaQ4(_PastaMetric):
 
 class PastaQ5(_PastaMetric):
     """Predicted 1-5 star rating for PASTA question Q5: how much the explanation changed under a light
-    perturbation. Stars (1-5) on the raters' scale (direction ``higher``); not ranked."""
+    perturbation. Stars (1-5), lower is better (fewer stars: the explanation changed less); not ranked."""
 
     name = "pasta_q5"
+    direction = "lower"
     question = 4
     description = f"PASTA Q5: predicted 1-5 star rating, {QUESTION_TEXT['Q5']} (default: proxy checkpoint)"
 
 
 class PastaQ6(_PastaMetric):
     """Predicted 1-5 star rating for PASTA question Q6: how much the explanation changed under a strong
-    perturbation. Stars (1-5) on the raters' scale (direction ``higher``); not ranked."""
+    perturbation. Stars (1-5), lower is better (fewer stars: the explanation changed less); not ranked."""
 
     name = "pasta_q6"
+    direction = "lower"
     question = 5
     description = f"PASTA Q6: predicted 1-5 star rating, {QUESTION_TEXT['Q6']} (default: proxy checkpoint)"
 

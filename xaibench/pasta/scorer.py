@@ -144,6 +144,7 @@ class PastaScorer:
         meta = self.checkpoint.meta
         return {
             "label": self.checkpoint.label,
+            "heldout_q1_spearman": self.checkpoint.heldout_q1_spearman(),
             "checkpoint_sha256": self.checkpoint.sha256[:16],
             "render": render_id("saliency"),
             "sentence": render_id("concept"),

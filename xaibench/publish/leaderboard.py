@@ -1,26 +1,76 @@
-"""Direction-aware ranking of explainers within a track (DESIGN 7).
+"""Paired, sample-aware ranking of explainers within a track (DESIGN 7).
 
-Per metric, explainers are ordered best first. Ties: an explainer whose mean lies
-inside the 95 % interval of the group leader above it shares the leader's rank
-(competition ranking: 1, 1, 3). A family score is the mean rank over that family's
-ranking metrics; the overall score is the mean of the family scores. Raw values of
-different metrics are never added together.
+Per (track, ranking metric), two explainers are compared on the samples where both have a value
+(their *shared* samples). With at least ``min_shared_samples`` (8) shared samples, the paired
+differences d = a - b get a 95 % percentile bootstrap interval of their mean (1000 resamples,
+seeded from the track, the metric and the pair); a beats b when that interval excludes 0 on a's
+side of the metric's direction, else they tie. The rank of an explainer is 1 + the number of
+explainers that beat it, so ties share ranks and the result does not depend on the input order.
+An explainer sharing fewer than 8 samples with every other one gets no rank ("too few samples
+(n = k)", k its largest shared count); a submission without per-sample values is not ranked.
+
+A family score is the mean rank over that family's ranking metrics (where the explainer has a
+rank), and the family rank the competition rank of those means (lower is better). The overall
+score is the mean of the explainer's *ranked* family ranks: alignment, faithfulness, and
+perceptual only when its checkpoint is valid (labelled ``PASTA``, or a held-out technique-level
+Q1 Spearman >= 0.3); otherwise the perceptual family is shown with "not ranked: <reason>". The
+sanity family is never ranked: a ``model_randomisation`` mean above 0.5 flags the explainer
+"insensitive to the model". Raw values of different metrics are never added together.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
+import json
+import math
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xaibench.api import RANKED_FAMILIES
+import numpy as np
+
+from xaibench.errors import XaibenchError
+from xaibench.seeds import derive_seed
+from xaibench.stats import N_BOOTSTRAP, bootstrap_ci
 
 ROW_COLUMNS = ("track", "explainer", "metric", "family", "direction", "value", "ci_low", "ci_high", "n", "n_na", "rank")
+"""The tidy columns of DESIGN 8."""
+EXTRA_COLUMNS = ("status", "label", "flags")
+"""Added after the DESIGN columns: why a row has no rank, the perceptual checkpoint's label, cell flags."""
+CSV_COLUMNS = ROW_COLUMNS + EXTRA_COLUMNS
+
+RULES: dict[str, float | int] = {
+    "min_shared_samples": 8,
+    "na_flag_fraction": 0.25,
+    "perceptual_min_spearman": 0.3,
+    "sanity_flag_above": 0.5,
+}
+"""The ranking rules (written into leaderboard.json): shared samples a comparison needs, the n/a
+fraction above which a cell is flagged, the held-out Q1 Spearman a non-PASTA perceptual
+checkpoint needs, the ``model_randomisation`` mean above which an explainer is flagged."""
+
+RANKED_FAMILIES = ("alignment", "faithfulness", "perceptual")
+"""The families that can enter the overall rank (perceptual only when valid)."""
+FAMILY_ORDER = ("alignment", "faithfulness", "perceptual", "other", "sanity")
+"""Display order of the families."""
+NEVER_RANKED = frozenset({"pasta_q5", "pasta_q6"})
+"""Metrics never ranked whatever a file says (Q5/Q6 measure change under perturbation)."""
+SANITY_METRIC = "model_randomisation"
+INSENSITIVE = "insensitive to the model"
+PASTA_LABEL = "PASTA"
+NO_SAMPLES = "not ranked: no per-sample values"
+SHOWN_ONLY = "not ranked: shown only"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+SANITY_STATUS = "not ranked: sanity check"
 
 
 @dataclass
 class Entry:
+    """One (track, explainer, metric) block of a submission."""
+
     track: str
     explainer: str
     metric: str
@@ -32,32 +82,97 @@ class Entry:
     ci_high: float | None
     n: int
     n_na: int
+    samples: dict[str, float | None] | None = None
+    """Per-sample values (sample id -> value, None for n/a); None when the file has none."""
+    params: dict[str, Any] = field(default_factory=dict)
 
 
-def rank_values(entries: list[Entry]) -> dict[str, int]:
-    """Competition ranks with interval ties; entries without a value get no rank."""
-    scored = [e for e in entries if e.value is not None]
-    sign = -1.0 if scored and scored[0].direction == "higher" else 1.0
-    scored.sort(key=lambda e: (sign * e.value, e.explainer))  # type: ignore[operator]
-    ranks: dict[str, int] = {}
-    leader: Entry | None = None
-    for position, entry in enumerate(scored, start=1):
-        if leader is not None and _within(entry.value, leader):
-            ranks[entry.explainer] = ranks[leader.explainer]
-        else:
-            leader = entry
-            ranks[entry.explainer] = position
-    return ranks
+@dataclass(frozen=True)
+class Comparison:
+    """The paired comparison of two explainers on one metric."""
+
+    shared: int
+    """Number of samples where both have a value."""
+    winner: str | None
+    """The explainer that is better (interval of the mean difference excludes 0), None for a tie
+    or when there are too few shared samples."""
+    low: float | None = None
+    high: float | None = None
+    """95 % bootstrap interval of mean(first - second), the pair in sorted order."""
 
 
-def _within(value: float | None, leader: Entry) -> bool:
-    if value is None or leader.value is None:
-        return False
-    if value == leader.value:
-        return True
-    if leader.ci_low is None or leader.ci_high is None:
-        return False
-    return leader.ci_low <= value <= leader.ci_high
+@dataclass
+class TrackRanking:
+    """What ranking one track gives: rows, the families' state and the explainers' flags."""
+
+    rows: list[dict[str, Any]]
+    families: dict[str, dict[str, Any]]
+    flags: dict[str, list[str]]
+
+
+# ----------------------------------------------------------------------------- paired comparisons
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def shared_samples(a: Entry, b: Entry) -> list[str]:
+    """Sample ids (sorted) where both entries have a value; [] when either has no samples."""
+    if a.samples is None or b.samples is None:
+        return []
+    return sorted(s for s, v in a.samples.items() if v is not None and b.samples.get(s) is not None)
+
+
+def compare(a: Entry, b: Entry, min_shared: int = int(RULES["min_shared_samples"])) -> Comparison:
+    """Paired comparison of ``a`` and ``b`` (same track and metric) on their shared samples.
+
+    The pair is put in sorted order of explainer names first, so ``compare(a, b)`` and
+    ``compare(b, a)`` give the same interval and winner. The bootstrap is seeded by
+    ``derive_seed(0, "paired", track, metric, first, second)``.
+    """
+    first, second = sorted((a, b), key=lambda e: e.explainer)
+    ids = shared_samples(first, second)
+    if len(ids) < min_shared:
+        return Comparison(len(ids), None)
+    assert first.samples is not None and second.samples is not None
+    d = np.array([float(first.samples[s]) - float(second.samples[s]) for s in ids])  # type: ignore[arg-type]
+    if not np.any(d):
+        return Comparison(len(ids), None, 0.0, 0.0)
+    seed = derive_seed(0, "paired", first.track, first.metric, first.explainer, second.explainer)
+    low, high = bootstrap_ci(d.tolist(), seed, N_BOOTSTRAP)
+    sign = 1.0 if first.direction == "higher" else -1.0  # > 0: first is better
+    better_low, better_high = sorted((sign * low, sign * high))
+    winner = first.explainer if better_low > 0 else second.explainer if better_high < 0 else None
+    return Comparison(len(ids), winner, low, high)
+
+
+def rank_metric(
+    entries: Sequence[Entry], min_shared: int = int(RULES["min_shared_samples"])
+) -> dict[str, tuple[int | None, str]]:
+    """Rank and status of each explainer on one (track, metric): rank = 1 + number of explainers
+    that beat it in a paired comparison. Status ``""`` when ranked, else why not."""
+    out: dict[str, tuple[int | None, str]] = {e.explainer: (None, NO_SAMPLES) for e in entries if e.samples is None}
+    have = sorted((e for e in entries if e.samples is not None), key=lambda e: e.explainer)
+    if len(have) == 1:  # nobody to compare with: ranked first when it has enough values
+        k = sum(1 for v in have[0].samples.values() if v is not None)  # type: ignore[union-attr]
+        out[have[0].explainer] = (1, "") if k >= min_shared else (None, f"too few samples (n = {k})")
+        return out
+    beaten: dict[str, int] = defaultdict(int)
+    most_shared: dict[str, int] = defaultdict(int)
+    for i, a in enumerate(have):
+        for b in have[i + 1 :]:
+            c = compare(a, b, min_shared)
+            most_shared[a.explainer] = max(most_shared[a.explainer], c.shared)
+            most_shared[b.explainer] = max(most_shared[b.explainer], c.shared)
+            if c.winner is not None:
+                beaten[b.explainer if c.winner == a.explainer else a.explainer] += 1
+    for e in have:
+        k = most_shared[e.explainer]
+        out[e.explainer] = (1 + beaten[e.explainer], "") if k >= min_shared else (None, f"too few samples (n = {k})")
+    return out
 
 
 def rank_by_mean(scores: dict[str, float]) -> dict[str, int]:
@@ -70,72 +185,46 @@ def rank_by_mean(scores: dict[str, float]) -> dict[str, int]:
     return ranks
 
 
-def entries_from_submissions(submissions: list[tuple[Path, dict[str, Any]]]) -> list[Entry]:
-    entries: list[Entry] = []
-    for path, sub in submissions:
-        label = path.stem
-        for track_name, track in sub["tracks"].items():
-            for metric_id, m in track.get("metrics", {}).items():
-                entries.append(
-                    Entry(
-                        track=str(track_name),
-                        explainer=label,
-                        metric=str(metric_id),
-                        family=str(m.get("family", "other")),
-                        direction=str(m.get("direction", "higher")),
-                        ranking=bool(m.get("ranking", False)),
-                        value=_num(m.get("mean")),
-                        ci_low=_num(m.get("ci_low")),
-                        ci_high=_num(m.get("ci_high")),
-                        n=int(m.get("n", 0)),
-                        n_na=int(m.get("n_na", 0)),
-                    )
-                )
-    return entries
+# ----------------------------------------------------------------------------- families
 
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+def _short(x: float, threshold: float) -> str:
+    text = f"{x:.2f}"
+    return text if float(text) < threshold else f"{x:.4g}"
 
 
-def leaderboard_rows(entries: list[Entry]) -> list[dict[str, Any]]:
-    """Tidy rows (DESIGN 8): one per (track, explainer, metric) plus rank:<family> and rank:overall."""
-    rows: list[dict[str, Any]] = []
-    by_track: dict[str, list[Entry]] = defaultdict(list)
-    for e in entries:
-        by_track[e.track].append(e)
-    for track in sorted(by_track):
-        by_metric: dict[str, list[Entry]] = defaultdict(list)
-        for e in by_track[track]:
-            by_metric[e.metric].append(e)
-        family_ranks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-        for metric in sorted(by_metric):
-            group = by_metric[metric]
-            ranks = rank_values(group)
-            for e in sorted(group, key=lambda e: e.explainer):
-                rank = ranks.get(e.explainer)
-                rows.append({**_row(e), "rank": rank})
-                if e.ranking and rank is not None and e.family in RANKED_FAMILIES:
-                    family_ranks[e.family][e.explainer].append(rank)
-        explainers = sorted({e.explainer for e in by_track[track]})
-        family_scores: dict[str, dict[str, float]] = {}
-        for family in RANKED_FAMILIES:
-            scores = {x: sum(r) / len(r) for x, r in family_ranks[family].items() if r}
-            if not scores:
-                continue
-            family_scores[family] = scores
-            ranks = rank_by_mean(scores)
-            for x in sorted(scores):
-                rows.append(_summary_row(track, x, f"rank:{family}", family, scores[x], ranks[x]))
-        overall = {
-            x: sum(s[x] for s in family_scores.values() if x in s) / sum(1 for s in family_scores.values() if x in s)
-            for x in explainers
-            if any(x in s for s in family_scores.values())
-        }
-        overall_ranks = rank_by_mean(overall)
-        for x in sorted(overall):
-            rows.append(_summary_row(track, x, "rank:overall", "overall", overall[x], overall_ranks[x]))
-    return rows
+def perceptual_validity(
+    entries: Iterable[Entry], rules: Mapping[str, Any] = RULES
+) -> tuple[bool, str | None, str | None]:
+    """``(ranked, reason, label)`` of a track's perceptual family from its ranking blocks' params.
+
+    Valid when every perceptual ranking block is labelled ``PASTA`` or reports a held-out
+    technique-level Q1 Spearman of at least ``perceptual_min_spearman``."""
+    threshold = float(rules["perceptual_min_spearman"])
+    labels: list[str] = []
+    reason: str | None = None
+    blocks = [e for e in entries if e.family == "perceptual"]
+    for e in sorted(blocks, key=lambda e: (e.explainer, e.metric)):
+        label = e.params.get("label")
+        if isinstance(label, str) and label not in labels:
+            labels.append(label)
+        if not e.ranking or e.metric in NEVER_RANKED or reason is not None or label == PASTA_LABEL:
+            continue
+        rho = _num(e.params.get("heldout_q1_spearman"))
+        if rho is not None and rho >= threshold:
+            continue
+        who = (
+            "proxy checkpoint"
+            if isinstance(label, str) and "proxy" in label.lower()
+            else "checkpoint not labelled PASTA"
+        )
+        shown = "not reported" if rho is None else f"{_short(rho, threshold)} < {threshold:g}"
+        reason = f"{who}, held-out Q1 technique-level Spearman {shown}"
+    return reason is None, reason, "; ".join(labels) or None
+
+
+def _family_index(family: str) -> int:
+    return FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
 
 
 def _row(e: Entry) -> dict[str, Any]:
@@ -153,7 +242,9 @@ def _row(e: Entry) -> dict[str, Any]:
     }
 
 
-def _summary_row(track: str, explainer: str, metric: str, family: str, value: float, rank: int) -> dict[str, Any]:
+def _rank_row(
+    track: str, explainer: str, metric: str, family: str, value: float | None, rank: int | None
+) -> dict[str, Any]:
     return {
         "track": track,
         "explainer": explainer,
@@ -167,3 +258,259 @@ def _summary_row(track: str, explainer: str, metric: str, family: str, value: fl
         "n_na": None,
         "rank": rank,
     }
+
+
+def na_flag(n: int, n_na: int, rules: Mapping[str, Any] = RULES) -> str | None:
+    """``"n/a P %"`` when more than ``na_flag_fraction`` of the samples are n/a, else None."""
+    total = n + n_na
+    if total <= 0 or n_na / total <= float(rules["na_flag_fraction"]):
+        return None
+    return f"n/a {round(100 * n_na / total)} %"
+
+
+def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = RULES) -> TrackRanking:
+    """Rows of one track: metric rows, then ``rank:<family>`` and ``rank:overall`` rows."""
+    min_shared = int(rules["min_shared_samples"])
+    explainers = sorted({e.explainer for e in entries})
+    by_metric: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries:
+        by_metric[e.metric].append(e)
+    perceptual_ok, perceptual_reason, perceptual_label = perceptual_validity(entries, rules)
+
+    flags: dict[str, list[str]] = {x: [] for x in explainers}
+    for e in entries:
+        if e.metric == SANITY_METRIC and e.value is not None and e.value > float(rules["sanity_flag_above"]):
+            flags[e.explainer].append(INSENSITIVE)
+
+    rows: list[dict[str, Any]] = []
+    family_ranks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    family_status: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for metric in sorted(by_metric, key=lambda m: (_family_index(by_metric[m][0].family), m)):
+        group = by_metric[metric]
+        ranks: dict[str, tuple[int | None, str]]
+        family = group[0].family
+        ranked = all(e.ranking for e in group) and metric not in NEVER_RANKED
+        if ranked and family in RANKED_FAMILIES and (family != "perceptual" or perceptual_ok):
+            ranks = rank_metric(group, min_shared)
+        elif ranked and family == "perceptual":
+            ranks = {e.explainer: (None, f"not ranked: {perceptual_reason}") for e in group}
+        elif family == "sanity":
+            ranks = {e.explainer: (None, SANITY_STATUS) for e in group}
+        elif family == "perceptual":
+            ranks = {e.explainer: (None, SHOWN_ONLY) for e in group}
+        else:
+            ranks = {e.explainer: (None, "") for e in group}
+        for e in sorted(group, key=lambda e: e.explainer):
+            rank, status = ranks[e.explainer]
+            cell_flags = [f for f in (na_flag(e.n, e.n_na, rules),) if f]
+            if e.metric == SANITY_METRIC and INSENSITIVE in flags[e.explainer]:
+                cell_flags.append(INSENSITIVE)
+            label = (perceptual_label or "") if e.family == "perceptual" else ""
+            rows.append({**_row(e), "rank": rank, "status": status, "label": label, "flags": "; ".join(cell_flags)})
+            if ranked and e.family in RANKED_FAMILIES:
+                if rank is not None:
+                    family_ranks[e.family][e.explainer].append(rank)
+                else:
+                    family_status[e.family][e.explainer].add(status)
+
+    families: dict[str, dict[str, Any]] = {}
+    present = sorted({e.family for e in entries}, key=_family_index)
+    family_scores: dict[str, dict[str, float]] = {}
+    for family in present:
+        label = perceptual_label if family == "perceptual" else None
+        if family not in RANKED_FAMILIES:
+            reason = "sanity check, never ranked" if family == "sanity" else "shown only"
+            families[family] = {"ranked": False, "reason": reason, "label": label}
+            continue
+        members = sorted(set(family_ranks[family]) | set(family_status[family]))
+        if not members:  # the family has no ranking metric on this track
+            families[family] = {"ranked": False, "reason": "no ranking metric", "label": label}
+            continue
+        if family == "perceptual" and not perceptual_ok:
+            families[family] = {"ranked": False, "reason": perceptual_reason, "label": label}
+            for x in members:
+                row = _rank_row(track, x, "rank:perceptual", family, None, None)
+                rows.append({**row, "status": f"not ranked: {perceptual_reason}", "label": label or "", "flags": ""})
+            continue
+        scores = {x: sum(r) / len(r) for x, r in family_ranks[family].items() if r}
+        ranks_of = rank_by_mean(scores)
+        if scores:
+            family_scores[family] = scores
+            families[family] = {"ranked": True, "reason": None, "label": label}
+        else:
+            families[family] = {
+                "ranked": False,
+                "reason": _why_not(set().union(*family_status[family].values())).removeprefix("not ranked: "),
+                "label": label,
+            }
+        for x in members:
+            status = "" if x in scores else _why_not(family_status[family][x])
+            row = _rank_row(track, x, f"rank:{family}", family, scores.get(x), ranks_of.get(x))
+            rows.append({**row, "status": status, "label": label or "", "flags": ""})
+
+    overall: dict[str, float] = {}
+    for x in explainers:
+        mine = [s[x] for s in family_scores.values() if x in s]
+        if mine:
+            overall[x] = sum(mine) / len(mine)
+    overall_ranks = rank_by_mean(overall)
+    for x in explainers:
+        eligible = [f for f in RANKED_FAMILIES if f in family_status and (f != "perceptual" or perceptual_ok)]
+        statuses = set().union(*(family_status[f][x] for f in eligible))
+        status = "" if x in overall else _why_not(statuses or {"not ranked: no ranked family"})
+        row = _rank_row(track, x, "rank:overall", "overall", overall.get(x), overall_ranks.get(x))
+        rows.append({**row, "status": status, "label": "", "flags": "; ".join(flags[x])})
+    for row in rows:  # explainer flags also on its family rank rows
+        if row["metric"].startswith("rank:") and row["metric"] != "rank:overall" and flags[row["explainer"]]:
+            row["flags"] = "; ".join(flags[row["explainer"]])
+    return TrackRanking(rows=rows, families=families, flags=flags)
+
+
+def _why_not(statuses: set[str]) -> str:
+    """One status for a family/overall row without a rank, from its metrics' statuses."""
+    statuses = {s for s in statuses if s}
+    if len(statuses) == 1:
+        only = next(iter(statuses))
+        return only if only.startswith("not ranked") else f"not ranked: {only}"
+    if statuses and all(s.startswith("too few samples") for s in statuses):
+        return "not ranked: too few samples"
+    return "not ranked: no ranked metric"
+
+
+def leaderboard_rows(entries: Sequence[Entry], rules: Mapping[str, Any] = RULES) -> list[dict[str, Any]]:
+    """Tidy rows (DESIGN 8) of every track: one per (track, explainer, metric) plus
+    ``rank:<family>`` and ``rank:overall`` rows, with the extra columns status, label, flags."""
+    by_track: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries:
+        by_track[e.track].append(e)
+    return [row for track in sorted(by_track) for row in rank_track(track, by_track[track], rules).rows]
+
+
+# ----------------------------------------------------------------------------- across tracks
+
+
+def win_rates(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Mean win rate (HELM style) from the ``rank:overall`` rows.
+
+    On a track, an explainer's win rate is (others with a strictly worse overall rank + 0.5 x
+    others tied) / others, over the other explainers with an overall rank there (higher is
+    better, in [0, 1]); the mean is over the tracks where it has a rank and at least one other
+    explainer is ranked. ``order`` sorts by mean win rate (descending), then key."""
+    ranks: dict[str, dict[str, int]] = defaultdict(dict)
+    everyone: set[str] = set()
+    for r in rows:
+        if r["metric"] == "rank:overall":
+            everyone.add(r["explainer"])
+            if r["rank"] is not None:
+                ranks[r["track"]][r["explainer"]] = int(r["rank"])
+    rates: dict[str, list[float]] = defaultdict(list)
+    for on_track in ranks.values():
+        if len(on_track) < 2:
+            continue
+        for x, mine in on_track.items():
+            others = [r for y, r in on_track.items() if y != x]
+            wins = sum(1 for r in others if r > mine) + 0.5 * sum(1 for r in others if r == mine)
+            rates[x].append(wins / len(others))
+    explainers = {
+        x: {
+            "mean_win_rate": sum(rates[x]) / len(rates[x]) if rates[x] else None,
+            "tracks": len(rates[x]),
+            "overall_ranks": {t: on_track[x] for t, on_track in sorted(ranks.items()) if x in on_track},
+        }
+        for x in sorted(everyone)
+    }
+    order = sorted(
+        explainers, key=lambda x: (explainers[x]["mean_win_rate"] is None, -(explainers[x]["mean_win_rate"] or 0.0), x)
+    )
+    return {"explainers": explainers, "order": order}
+
+
+# ----------------------------------------------------------------------------- from submissions
+
+
+def entries_from_submissions(submissions: Sequence[tuple[Path, dict[str, Any]]]) -> list[Entry]:
+    """One entry per (file, track, metric); the explainer key is the file's stem."""
+    entries: list[Entry] = []
+    for path, sub in submissions:
+        for track_name, track in sub["tracks"].items():
+            metrics = track.get("metrics", {}) if isinstance(track, dict) else {}
+            for metric_id, m in (metrics if isinstance(metrics, dict) else {}).items():
+                if not isinstance(m, dict):
+                    continue
+                samples = m.get("samples")
+                params = m.get("params")
+                entries.append(
+                    Entry(
+                        track=str(track_name),
+                        explainer=path.stem,
+                        metric=str(metric_id),
+                        family=str(m.get("family", "other")),
+                        direction=str(m.get("direction", "higher")),
+                        ranking=bool(m.get("ranking", False)),
+                        value=_num(m.get("mean")),
+                        ci_low=_num(m.get("ci_low")),
+                        ci_high=_num(m.get("ci_high")),
+                        n=_count(m.get("n")),
+                        n_na=_count(m.get("n_na")),
+                        samples={str(k): _num(v) for k, v in samples.items()} if isinstance(samples, dict) else None,
+                        params=params if isinstance(params, dict) else {},
+                    )
+                )
+    return entries
+
+
+def _count(x: Any) -> int:
+    return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else 0
+
+
+def _created(sub: dict[str, Any]) -> dt.datetime | None:
+    text = sub.get("created")
+    if not isinstance(text, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def resolve_duplicates(
+    submissions: Sequence[tuple[Path, dict[str, Any]]],
+) -> tuple[list[tuple[Path, dict[str, Any]]], list[dict[str, str]]]:
+    """One submission per (explainer name, parameters, track) (DESIGN 7).
+
+    Two files with the same key are an error naming both, unless their ``created`` dates differ:
+    then the later one supersedes the earlier on that track. Returns the submissions with the
+    superseded tracks removed (a file left with no track is dropped) and one record per
+    superseded track: ``{"track", "explainer", "file", "by"}`` (file names)."""
+    groups: dict[tuple[str, str, str], list[tuple[Path, dict[str, Any]]]] = defaultdict(list)
+    for path, sub in submissions:
+        block = sub["explainer"]
+        params = json.dumps(block.get("params", {}), sort_keys=True, default=str)
+        for track in sub["tracks"]:
+            groups[(str(block["name"]), params, str(track))].append((path, sub))
+    dropped: dict[Path, set[str]] = defaultdict(set)
+    superseded: list[dict[str, str]] = []
+    for (name, _params, track), members in sorted(groups.items()):
+        if len(members) < 2:
+            continue
+        members = sorted(members, key=lambda m: (_created(m[1]) is None, _created(m[1]) or _EPOCH, m[0].name))
+        for (pa, a), (pb, b) in itertools.pairwise(members):
+            if _created(a) is None or _created(b) is None or _created(a) == _created(b):
+                raise XaibenchError(
+                    f"two submissions for explainer {name!r} with the same parameters on track {track!r}: "
+                    f"{pa} and {pb}; remove one (a later 'created' date supersedes an earlier one)"
+                )
+        latest = members[-1][0]
+        for path, _sub in members[:-1]:
+            dropped[path].add(track)
+            superseded.append({"track": track, "explainer": name, "file": path.name, "by": latest.name})
+    kept: list[tuple[Path, dict[str, Any]]] = []
+    for path, sub in submissions:
+        if path not in dropped:
+            kept.append((path, sub))
+            continue
+        tracks = {t: v for t, v in sub["tracks"].items() if t not in dropped[path]}
+        if tracks:
+            kept.append((path, {**sub, "tracks": tracks}))
+    return kept, superseded

@@ -276,6 +276,11 @@ def _metric_errors(ptr: str, m: dict[str, Any], n_samples: int) -> Iterator[tupl
         tol = 1e-9 * max(1.0, abs(mean))
         if not low - tol <= mean <= high + tol:
             yield f"{ptr}/ci_low", f"interval [{low}, {high}] does not contain the mean {mean}"
+    samples = m.get("samples")
+    if samples is not None:
+        values, nulls = sum(1 for v in samples.values() if v is not None), sum(1 for v in samples.values() if v is None)
+        if (values, nulls) != (n, m["n_na"]):
+            yield f"{ptr}/samples", f"samples has {values} values and {nulls} null but n = {n}, n_na = {m['n_na']}"
     hist = m.get("histogram")
     if hist is not None:
         edges, counts = hist["edges"], hist["counts"]

@@ -1,48 +1,104 @@
-"""Leaderboard files: tidy CSV, JSON with provenance, and a Markdown/rich view per track."""
+"""Leaderboard files: tidy CSV, JSON with provenance and rules, and a Markdown/rich view per track.
+
+Every string that comes from a submission (names, tracks, datasets, models, metric ids, labels,
+reasons, notes, flags) is escaped in the Markdown (:func:`md_escape`: HTML-escaped, Markdown
+punctuation backslash-escaped, control characters made visible) and in the terminal
+(:func:`term_text`: a plain ``rich`` ``Text``, so no markup or emoji code is read, with control
+characters made visible), so no link, image, raw HTML, heading or terminal escape can form.
+"""
 
 from __future__ import annotations
 
 import csv
-import html
 import io
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from xaibench.api import RANKED_FAMILIES as FAMILIES
 from xaibench.files import write_json_atomic, write_text_atomic
-from xaibench.publish.leaderboard import ROW_COLUMNS, entries_from_submissions, leaderboard_rows
+from xaibench.publish.leaderboard import (
+    CSV_COLUMNS,
+    FAMILY_ORDER,
+    NEVER_RANKED,
+    RANKED_FAMILIES,
+    RULES,
+    SANITY_METRIC,
+    entries_from_submissions,
+    rank_track,
+    resolve_duplicates,
+    win_rates,
+)
 from xaibench.publish.submission import load_submissions
 
-LEADERBOARD_SCHEMA = "xaibench.leaderboard/1"
+LEADERBOARD_SCHEMA = "xaibench.leaderboard/2"
 DIRECTION_WORDS = {"higher": "higher is better", "lower": "lower is better"}
+LEGEND = (
+    "Ranks are per track and direction-aware, from paired comparisons: two explainers are compared on the "
+    "samples where both have a value (at least {min_shared} shared samples; below that a cell shows "
+    '"too few samples (n = k)"), and they tie (`#k=`) when the 95 % paired bootstrap interval of the '
+    "mean difference contains 0. Rank = 1 + the number of explainers that beat it. Family rank = "
+    "mean rank over the family's ranking metrics; overall = mean over the ranked families only. "
+    "The perceptual family is ranked only with a valid checkpoint (labelled PASTA, or held-out Q1 "
+    'Spearman >= {min_rho}); otherwise it is shown, labelled and marked "not ranked". The sanity '
+    'family is never ranked: a model_randomisation mean above {sanity} flags "insensitive to the '
+    'model". Cells: mean [95 % interval]; more than {na_pct} % n/a is flagged.'
+)
 
 
 @dataclass
 class Leaderboard:
+    """Everything the leaderboard files and the site show (shapes in docs/results.md)."""
+
     rows: list[dict[str, Any]]
     tracks: dict[str, dict[str, Any]] = field(default_factory=dict)
     explainers: dict[str, dict[str, Any]] = field(default_factory=dict)
     ranking_metrics: dict[str, set[str]] = field(default_factory=dict)
     metric_labels: dict[str, str] = field(default_factory=dict)
+    families: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """track -> family -> {"ranked": bool, "reason": str | None, "label": str | None}."""
+    summary: dict[str, Any] = field(default_factory=lambda: {"explainers": {}, "order": []})
+    """Mean win rate across tracks (see :func:`xaibench.publish.leaderboard.win_rates`)."""
+    rules: dict[str, Any] = field(default_factory=lambda: dict(RULES))
+    notes: list[str] = field(default_factory=list)
+    """Board-level notes, e.g. which submission superseded which."""
 
     def track_names(self) -> list[str]:
         return sorted({r["track"] for r in self.rows})
 
 
 def build_leaderboard(submissions_dir: Path) -> Leaderboard:
-    subs = load_submissions(submissions_dir)
+    """Rank the submission files of a folder (duplicates: an error, or superseded by date)."""
+    return build_board(load_submissions(submissions_dir))
+
+
+def build_board(submissions: list[tuple[Path, dict[str, Any]]]) -> Leaderboard:
+    """Rank loaded submissions (``(path, data)`` pairs; the explainer key is the file's stem)."""
+    subs, superseded = resolve_duplicates(submissions)
     entries = entries_from_submissions(subs)
-    board = Leaderboard(rows=leaderboard_rows(entries))
+    board = Leaderboard(rows=[])
+    by_track: dict[str, list[Any]] = defaultdict(list)
     for e in entries:
-        if e.ranking:
+        by_track[e.track].append(e)
+        if e.ranking and e.metric not in NEVER_RANKED:
             board.ranking_metrics.setdefault(e.track, set()).add(e.metric)
+        label = e.params.get("label")
+        if isinstance(label, str):  # e.g. "PASTA (proxy, technique-level labels)"
+            board.metric_labels[e.metric] = label
+    flags: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    for track in sorted(by_track):
+        ranking = rank_track(track, by_track[track], board.rules)
+        board.rows += ranking.rows
+        board.families[track] = ranking.families
+        for x, mine in ranking.flags.items():
+            flags[x][track] = mine
     for path, sub in subs:
+        verification = sub.get("verification")
         board.explainers[path.stem] = {
             "file": path.name,
             "explainer": sub["explainer"],
@@ -51,35 +107,95 @@ def build_leaderboard(submissions_dir: Path) -> Leaderboard:
             "plugins": sub.get("plugins", []),
             "seed": sub.get("seed"),
             "created": sub.get("created"),
+            "verification": verification if isinstance(verification, dict) else None,
+            "flags": {t: flags[path.stem].get(t, []) for t in sorted(sub["tracks"])},
         }
         for name, track in sub["tracks"].items():
-            board.tracks.setdefault(name, track.get("provenance", {}))
-            for metric_id, m in track.get("metrics", {}).items():
-                label = (m.get("params") or {}).get("label")
-                if isinstance(label, str):  # e.g. "PASTA (proxy, technique-level labels)"
-                    board.metric_labels[metric_id] = label
+            prov = track.get("provenance", {}) if isinstance(track, dict) else {}
+            board.tracks.setdefault(str(name), prov if isinstance(prov, dict) else {})
+    for s in superseded:
+        earlier, later = Path(s["file"]).stem, Path(s["by"]).stem
+        if earlier in board.explainers:
+            board.explainers[earlier].setdefault("superseded", []).append({"track": s["track"], "by": s["by"]})
+        board.explainers[later].setdefault("supersedes", []).append({"track": s["track"], "file": s["file"]})
+        board.notes.append(f"{s['file']} on track {s['track']} is superseded by the later {s['by']}")
+    board.summary = win_rates(board.rows)
     return board
+
+
+def board_json(board: Leaderboard) -> dict[str, Any]:
+    """The content of leaderboard.json (schema ``xaibench.leaderboard/2``)."""
+    return {
+        "schema": LEADERBOARD_SCHEMA,
+        "rules": board.rules,
+        "rows": board.rows,
+        "tracks": board.tracks,
+        "families": board.families,
+        "explainers": board.explainers,
+        "summary": board.summary,
+        "notes": board.notes,
+    }
 
 
 def write_leaderboard(board: Leaderboard, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.json", out_dir / "leaderboard.md"]
     write_text_atomic(paths[0], to_csv(board.rows))
-    write_json_atomic(
-        paths[1],
-        {"schema": LEADERBOARD_SCHEMA, "rows": board.rows, "tracks": board.tracks, "explainers": board.explainers},
-    )
+    write_json_atomic(paths[1], board_json(board))
     write_text_atomic(paths[2], to_markdown(board))
     return paths
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
+    """Tidy CSV: the 11 DESIGN columns, then status, label, flags."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(ROW_COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row[k] for k in ROW_COLUMNS})
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS})
     return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- escaping
+
+
+def visible(text: str) -> str:
+    """Control and format characters (ESC, newlines, bidi overrides...) as visible escapes."""
+    out = []
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
+_MARKDOWN = frozenset("\\`*_[]()!|#~")
+
+
+def md_escape(text: str) -> str:
+    """Text for Markdown (a table cell or a heading): control characters made visible, HTML
+    escaped (entities, so no tag or autolink forms), Markdown punctuation backslash-escaped (no
+    link, image, emphasis, code or heading), and a leading ``-``/``+`` escaped (no list)."""
+    out = []
+    for i, ch in enumerate(visible(str(text))):
+        if ch in _HTML:
+            out.append(_HTML[ch])
+        elif ch in _MARKDOWN or (i == 0 and ch in "-+"):
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def term_text(text: str, style: str = "") -> Text:
+    """A rich ``Text`` shown as is (no markup, no emoji codes), control characters made visible."""
+    return Text(visible(str(text)), style=style)
+
+
+# ----------------------------------------------------------------------------- tables
 
 
 def _fmt(value: float | None, low: float | None = None, high: float | None = None) -> str:
@@ -91,50 +207,101 @@ def _fmt(value: float | None, low: float | None = None, high: float | None = Non
     return text
 
 
+def _uniform_status(rows: list[dict[str, Any]]) -> str:
+    """The status every row shares when it is a "not ranked" one (shown once, in the header)."""
+    statuses = {r.get("status", "") for r in rows}
+    only = next(iter(statuses)) if len(statuses) == 1 else ""
+    return only if only.startswith("not ranked") else ""
+
+
 def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of a track's view: ranks, then the ranking metrics with intervals."""
+    """Header and rows of a track's view (plain text, not yet escaped): the overall rank, the
+    explainer with its flags, family ranks, the ranking metrics, then the sanity metrics."""
     rows = [r for r in board.rows if r["track"] == track]
     by_explainer: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    by_metric: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_explainer[r["explainer"]][r["metric"]] = r
-    ranking_metrics = sorted(
-        board.ranking_metrics.get(track, set()),
-        key=lambda m: (FAMILIES.index(_family(rows, m)) if _family(rows, m) in FAMILIES else 9, m),
-    )
-    families = [f for f in FAMILIES if any(r["metric"] == f"rank:{f}" for r in rows)]
-    header = ["rank", "explainer", *[f"{f} rank" for f in families]]
-    for m in ranking_metrics:
-        direction = next(r["direction"] for r in rows if r["metric"] == m)
+        by_metric[r["metric"]].append(r)
+
+    def family_of(m: str) -> str:
+        return str(by_metric[m][0]["family"])
+
+    def order(m: str) -> tuple[int, str]:
+        f = family_of(m)
+        return (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER), m)
+
+    shown = [m for m in board.ranking_metrics.get(track, set()) if m in by_metric]
+    shown += [m for m in by_metric if m == SANITY_METRIC or (not m.startswith("rank:") and family_of(m) == "sanity")]
+    metrics = sorted(set(shown), key=order)
+    states = board.families.get(track, {})
+    families = [f for f in RANKED_FAMILIES if f"rank:{f}" in by_metric]
+    header = ["overall rank", "explainer"]
+    family_notes: dict[str, str] = {}
+    for f in families:
+        state = states.get(f, {})
+        label = f" [{state['label']}]" if state.get("label") else ""
+        if state.get("ranked", True):
+            header.append(f"{f} rank{label}")
+        else:
+            reason = state.get("reason") or "not ranked"
+            family_notes[f] = reason if reason.startswith("not ranked") else f"not ranked: {reason}"
+            header.append(f"{f} ({family_notes[f]}){label}")
+    metric_notes: dict[str, str] = {}
+    for m in metrics:
+        first = by_metric[m][0]
         label = f" [{board.metric_labels[m]}]" if m in board.metric_labels else ""
-        header.append(f"{m}{label} ({DIRECTION_WORDS.get(direction, direction)})")
+        words = DIRECTION_WORDS.get(first["direction"], first["direction"])
+        metric_notes[m] = _uniform_status(by_metric[m])
+        note = f"; {metric_notes[m]}" if metric_notes[m] else ""
+        header.append(f"{m}{label} ({words}{note})")
+
+    ties: dict[tuple[str, int], int] = defaultdict(int)
+    for r in rows:
+        if r["rank"] is not None:
+            ties[(r["metric"], r["rank"])] += 1
     body = []
-    order = sorted(by_explainer, key=lambda x: (by_explainer[x].get("rank:overall", {}).get("rank") or 10**6, x))
-    for x in order:
+    order_x = sorted(by_explainer, key=lambda x: (by_explainer[x].get("rank:overall", {}).get("rank") or 10**6, x))
+    for x in order_x:
         cells = by_explainer[x]
-        overall = cells.get("rank:overall", {}).get("rank")
-        flags = board.explainers.get(x, {}).get("disclosure", {})
-        name = x + (" (reference, not a method)" if flags.get("reference_only") else "")
-        name += " (tuned on benchmark)" if flags.get("tuned_on_benchmark") else ""
-        line = ["" if overall is None else str(overall), name]
+        info = board.explainers.get(x, {})
+        disclosure = info.get("disclosure", {}) if isinstance(info.get("disclosure"), dict) else {}
+        name = x + (" (reference, not a method)" if disclosure.get("reference_only") else "")
+        name += " (tuned on benchmark)" if disclosure.get("tuned_on_benchmark") else ""
+        verification = info.get("verification")
+        if isinstance(verification, dict) and verification.get("passed") is True:
+            name += " (verified)"
+        for flag in (info.get("flags") or {}).get(track, []):
+            name += f" (flag: {flag})"
+        overall = cells.get("rank:overall", {})
+        line = ["—" if overall.get("rank") is None else str(overall["rank"]), name]
         for f in families:
             c = cells.get(f"rank:{f}")
-            line.append("" if not c else f"{c['rank']} ({c['value']:.2f})")
-        for m in ranking_metrics:
-            c = cells.get(m)
             if not c:
                 line.append("")
-                continue
-            text = _fmt(c["value"], c["ci_low"], c["ci_high"])
-            if c.get("n_na"):
-                text += f" n/a:{c['n_na']}"
-            tie = sum(1 for y in by_explainer.values() if y.get(m, {}).get("rank") == c["rank"] and c["rank"])
-            line.append(f"#{c['rank']}{'=' if tie > 1 else ''} {text}" if c["rank"] else text)
+            elif c["rank"] is not None:
+                line.append(f"{c['rank']} ({c['value']:.2f})")
+            else:
+                line.append("—" if f in family_notes or not c.get("status") else c["status"])
+        for m in metrics:
+            c = cells.get(m)
+            line.append(_metric_cell(c, ties, metric_notes[m]) if c else "")
         body.append(line)
     return header, body
 
 
-def _family(rows: list[dict[str, Any]], metric: str) -> str:
-    return next(r["family"] for r in rows if r["metric"] == metric)
+def _metric_cell(c: dict[str, Any], ties: dict[tuple[str, int], int], header_note: str) -> str:
+    text = _fmt(c["value"], c["ci_low"], c["ci_high"])
+    if c["rank"] is not None:
+        text = f"#{c['rank']}{'=' if ties[(c['metric'], c['rank'])] > 1 else ''} {text}"
+    extras = []
+    if c.get("status") and c["status"] != header_note:
+        extras.append(c["status"])
+    if c.get("n_na"):
+        extras.append(f"n/a {c['n_na']} of {c['n_na'] + (c['n'] or 0)}")
+    if c.get("flags"):
+        extras.append(f"flag: {c['flags']}")
+    return text + (f" ({'; '.join(extras)})" if extras else "")
 
 
 def track_title(board: Leaderboard, track: str) -> str:
@@ -145,37 +312,65 @@ def track_title(board: Leaderboard, track: str) -> str:
     return f"{track}: {dataset} x {model} ({prov.get('n_samples', '?')} samples{synthetic})"
 
 
+def summary_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    """Across tracks: mean win rate (HELM style; higher is better), tracks counted, overall ranks."""
+    tracks = board.track_names()
+    header = ["explainer", "mean win rate", "tracks", *[f"{t} rank" for t in tracks]]
+    body = []
+    for x in board.summary.get("order", []):
+        s = board.summary["explainers"][x]
+        rate = "—" if s["mean_win_rate"] is None else f"{s['mean_win_rate']:.3f}"
+        ranks = [str(s["overall_ranks"].get(t, "—")) for t in tracks]
+        body.append([x, rate, str(s["tracks"]), *ranks])
+    return header, body
+
+
+def legend(board: Leaderboard) -> str:
+    rules = board.rules
+    return LEGEND.format(
+        min_shared=rules["min_shared_samples"],
+        min_rho=rules["perceptual_min_spearman"],
+        sanity=rules["sanity_flag_above"],
+        na_pct=round(100 * float(rules["na_flag_fraction"])),
+    )
+
+
+def _md_table(header: list[str], body: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in body]
+    return lines
+
+
 def to_markdown(board: Leaderboard) -> str:
-    lines = [
-        "# xaibench leaderboard",
-        "",
-        "Ranks are per track and direction-aware; an explainer whose mean lies inside the 95 % bootstrap",
-        "interval of the explainer ranked above it shares its rank (shown as `#k=`). Family rank = mean rank",
-        "over the family's ranking metrics; overall = mean over families. Cells: mean [95 % interval].",
-        "",
-    ]
+    """leaderboard.md: legend, the cross-track summary, one table per track, notes."""
+    lines = ["# xaibench leaderboard", "", legend(board), ""]
+    if board.summary.get("order"):
+        lines += ["## Across tracks", "", "Mean win rate (HELM style, higher is better) over the tracks ranked.", ""]
+        lines += [*_md_table(*summary_table(board)), ""]
     for track in board.track_names():
-        header, body = track_table(board, track)
-        lines += [f"## {track_title(board, track)}", ""]
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "---|" * len(header))
-        lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in body]
-        lines.append("")
+        lines += [f"## {md_escape(track_title(board, track))}", ""]
+        lines += [*_md_table(*track_table(board, track)), ""]
+    if board.notes:
+        lines += ["## Notes", ""] + [f"- {md_escape(n)}" for n in board.notes] + [""]
     return "\n".join(lines)
 
 
-def _md_cell(text: str) -> str:
-    """Submitted strings are data: HTML-escaped and pipe-escaped in Markdown."""
-    return html.escape(text).replace("|", "\\|")
+def _rich_table(title: str, header: list[str], body: list[list[str]]) -> Table:
+    table = Table(title=term_text(title), show_lines=False, title_justify="left")
+    for h in header:
+        table.add_column(term_text(h), overflow="fold")
+    for row in body:
+        table.add_row(*(term_text(c) for c in row))
+    return table
 
 
 def print_leaderboard(board: Leaderboard, console: Console | None = None) -> None:
+    """The leaderboard in the terminal: one table per track, the summary, notes."""
     console = console or Console()
     for track in board.track_names():
-        header, body = track_table(board, track)
-        table = Table(title=escape(track_title(board, track)), show_lines=False, title_justify="left")
-        for h in header:
-            table.add_column(escape(h), overflow="fold")
-        for row in body:
-            table.add_row(*(escape(c) for c in row))
-        console.print(table)
+        console.print(_rich_table(track_title(board, track), *track_table(board, track)))
+    if len(board.track_names()) > 1 and board.summary.get("order"):
+        console.print(_rich_table("across tracks (mean win rate, higher is better)", *summary_table(board)))
+    for note in board.notes:
+        console.print(term_text(f"note: {note}"))
+    console.print(term_text(legend(board).replace("`", ""), style="dim"))

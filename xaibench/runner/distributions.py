@@ -2,8 +2,9 @@
 
 A run summary (and so a submission) keeps, besides the mean and interval of each metric, a
 histogram of the per-sample values and, for metrics whose records carry a curve of
-``fraction`` vs ``probability`` (deletion, insertion), the mean curve over samples. These
-are descriptive only: ranks never use them.
+``fraction`` vs ``probability`` (deletion, insertion) or ``fraction`` vs ``value``
+(``model_randomisation``: the Spearman correlation after each randomised block), the mean curve
+over samples. These are descriptive only: ranks never use them.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def histogram(values: Sequence[float], bins: int = HIST_BINS) -> dict[str, Any] 
 
 
 def mean_curve(curves: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """Mean of per-sample ``{"fraction": [...], "probability": [...]}`` curves.
+    """Mean of per-sample ``{"fraction": [...], "probability": [...]}`` curves (the y key may be
+    ``"value"`` instead of ``"probability"``; a curve with both uses ``"probability"``).
 
     Curves on another fraction grid than the most common one are linearly interpolated onto
     it. Returns ``{"fraction", "mean", "q25", "q75", "n"}`` (``q25``/``q75``: the interquartile
@@ -55,7 +57,7 @@ def mean_curve(curves: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None
     for curve in curves:
         if not isinstance(curve, dict):
             continue
-        x, y = curve.get("fraction"), curve.get("probability")
+        x, y = curve.get("fraction"), curve.get("probability", curve.get("value"))
         if not isinstance(x, list) or not isinstance(y, list) or len(x) != len(y) or len(x) < 2:
             continue
         xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)

@@ -22,7 +22,8 @@ kind, flags, read from the registered class without running its code) and the pa
 explainer's constructor accepted, which :func:`explainer_handles` asks an executor to find out
 (``describe``: the constructor runs where the explainer will run). The handle's ``explain`` has
 the :class:`~xaibench.api.Explainer` signature and forwards the call to the executor, so metrics
-that re-run the explainer (``max_sensitivity``) do so in a worker too.
+that re-run the explainer (``max_sensitivity``; ``model_randomisation``, on randomised copies of
+the model that the worker builds from ``ModelSpec.randomisation``) do so in a worker too.
 
 :class:`InProcessExecutor` runs tasks in the calling process under a ``SIGALRM`` timeout. It is
 for trusted code (tests of the runner itself, PASTA training-data generation); ``xaibench run``
@@ -48,6 +49,7 @@ import torch
 from xaibench.api import ExplainContext, Explainer, Model, Sample
 from xaibench.errors import XaibenchError
 from xaibench.params import check_params, resolve_params
+from xaibench.randomisation import Randomisation, randomised_model
 from xaibench.runner.guard import ExplainerTimeout, call_with_limit
 from xaibench.seeds import derive_seed
 
@@ -55,12 +57,20 @@ from xaibench.seeds import derive_seed
 @dataclass(frozen=True)
 class ModelSpec:
     """How a worker rebuilds the track's model: registry name and parameters, the identity the
-    rebuilt model must have, and the device to put it on."""
+    rebuilt model must have, and the device to put it on. ``randomisation`` (the sanity metric
+    ``model_randomisation``): the worker explains a copy of that model re-initialised as it says
+    (its ``base`` is ``identity``), built from the pristine model and kept for later tasks."""
 
     name: str
     params: Mapping[str, Any]
     identity: str
     device: str = "cpu"
+    randomisation: Randomisation | None = None
+
+    @property
+    def key(self) -> str:
+        """The identity of the model the worker explains (the randomised copy's when randomised)."""
+        return self.identity if self.randomisation is None else self.randomisation.identity
 
 
 @dataclass(frozen=True)
@@ -170,18 +180,38 @@ class WorkerState:
 
     def model(self, spec: ModelSpec) -> Model:
         """The pristine model of ``spec`` (built and checked on first use, or given in ``models``:
-        a worker inherits the models its zygote built on the CPU), on ``spec.device``."""
-        model = self.models.get(spec.identity)
+        a worker inherits the models its zygote built on the CPU), on ``spec.device``. With a
+        ``randomisation``: a randomised deep copy of the pristine model, kept under its own
+        identity (:func:`xaibench.randomisation.randomise` draws every weight on the CPU: the same
+        weights on every device)."""
+        key = spec.key
+        model = self.models.get(key)
         if model is None:
-            model = self.registry.create("model", spec.name, **dict(spec.params))
-            if model.identity != spec.identity:
-                raise RuntimeError(
-                    f"model {spec.name!r} rebuilt in a worker has identity {model.identity}, expected {spec.identity}"
-                )
-            self.models[spec.identity] = model
-        if spec.identity not in self.placed:
+            if spec.randomisation is None:
+                model = self.registry.create("model", spec.name, **dict(spec.params))
+                if model.identity != spec.identity:
+                    raise RuntimeError(
+                        f"model {spec.name!r} rebuilt in a worker has identity {model.identity}, "
+                        f"expected {spec.identity}"
+                    )
+            else:
+                model = self._randomised(spec)
+            self.models[key] = model
+        if key not in self.placed:
             model.module.to(spec.device)
-            self.placed.add(spec.identity)
+            self.placed.add(key)
+        return model
+
+    def _randomised(self, spec: ModelSpec) -> Model:
+        r = spec.randomisation
+        assert r is not None
+        if r.base != spec.identity:
+            raise RuntimeError(f"randomisation of {r.base} asked for model {spec.identity}")
+        pristine = self.model(dataclasses.replace(spec, randomisation=None))
+        model = randomised_model(pristine, upto=r.upto, blocks=r.blocks, seed=r.seed)
+        if model.identity != r.identity:
+            raise RuntimeError(f"randomised model has identity {model.identity}, expected {r.identity}")
+        model.module.eval()  # builds the copy now (its weights are drawn on the CPU, see randomise)
         return model
 
     def explainer(self, spec: ExplainerSpec) -> Explainer:
@@ -342,18 +372,24 @@ class ExplainerHandle:
 
     def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
         """Run the explainer in the executor on ``inputs`` (the :class:`~xaibench.api.Explainer`
-        signature; ``model`` must be the bound track's model). Returns a ``(B, H, W)`` array, or a
-        list of concept dicts; raises :class:`ExplainerFailed` with the worker's reason."""
+        signature; ``model`` must be the bound track's model, or a copy of it made by
+        :func:`xaibench.randomisation.randomised_model`, which the worker rebuilds from its
+        ``randomisation``). Returns a ``(B, H, W)`` array, or a list of concept dicts; raises
+        :class:`ExplainerFailed` with the worker's reason."""
         if self.error is not None:
             raise ExplainerFailed(self.error)
-        if self.model is None or getattr(model, "identity", None) != self.model.identity:
+        spec = self.model
+        randomisation = getattr(model, "randomisation", None)
+        if spec is not None and isinstance(randomisation, Randomisation) and randomisation.base == spec.identity:
+            spec = dataclasses.replace(spec, randomisation=randomisation)
+        if spec is None or getattr(model, "identity", None) != spec.key:
             raise ExplainerFailed(f"explainer {self.name!r} is not bound to this model")
         array = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
         array = np.ascontiguousarray(array, dtype=np.float32)
         labels = targets.detach().cpu().numpy() if isinstance(targets, torch.Tensor) else np.asarray(targets)
         digest = hashlib.sha256(array.tobytes()).hexdigest()[:16]
         task = ExplainTask(
-            model=self.model,
+            model=spec,
             explainer=self.spec,
             inputs=array,
             targets=np.asarray(labels, dtype=np.int64),

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
-from xaibench.api import Explainer
+from xaibench.api import ExplainContext, Explainer
 from xaibench.runner.cache import ExplanationCache, explanation_key
 from xaibench.runner.executors import (
     Executor,
@@ -181,3 +182,95 @@ def explain_track(
             on_progress(sum(len(c) for c in retried))
     out.seconds = time.perf_counter() - started
     return out
+
+
+class CachedExplainer:
+    """An explainer (or handle) whose calls on the track's own samples are served from, and stored
+    in, the explanation cache: what a metric re-running the explainer on another model
+    (``model_randomisation``: randomised copies, each with its own identity) computed once is
+    reused by the next run (DESIGN 6). Every other attribute is the wrapped explainer's.
+
+    A call is cached only when it passes a context whose samples are the track's, with exactly
+    their model inputs and explained classes (so the key's sample id and content digest describe
+    the input); each sample is keyed like :func:`explain_track`'s entries, with the model's
+    identity and the ``seed`` of the call. Only the samples that miss are explained (in one call),
+    and only maps that pass the runner's checks are stored. Any other call goes straight through.
+    """
+
+    def __init__(self, explainer: Explainer | ExplainerHandle, track: TrackContext, cache: ExplanationCache) -> None:
+        self.explainer = explainer
+        self.track = track
+        self.cache = cache
+        self.index = track.sample_index()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "explainer":  # not set yet (e.g. while copying): no recursion
+            raise AttributeError(name)
+        return getattr(self.explainer, name)
+
+    def _keys(self, model: Any, inputs: Any, targets: Any, seed: int, context: Any) -> list[str] | None:
+        track, explainer = self.track, self.explainer
+        samples = getattr(context, "samples", None)
+        if (
+            explainer.kind != "saliency"
+            or track.inputs is None
+            or not samples
+            or getattr(explainer, "error", None) is not None
+            or any(getattr(s, "id", None) not in self.index for s in samples)
+        ):
+            return None
+        rows = [self.index[s.id] for s in samples]
+        if any(s is not track.samples[r] for s, r in zip(samples, rows, strict=True)):
+            return None  # other sample objects under the track's ids
+        given = torch.as_tensor(inputs).detach().to("cpu", torch.float32)
+        labels = np.asarray(targets.detach().cpu().numpy() if isinstance(targets, torch.Tensor) else targets)
+        if given.shape != track.inputs[rows].shape or labels.shape != (len(rows),):
+            return None
+        if not torch.equal(given, track.inputs[rows].detach().to("cpu", torch.float32)):
+            return None
+        if not np.array_equal(labels.astype(np.int64), np.asarray(track.targets[rows], dtype=np.int64)):
+            return None
+        return [
+            explanation_key(
+                explainer=explainer.name,
+                version=explainer.version,
+                params=explainer.params,
+                model_identity=str(model.identity),
+                sample_id=s.id,
+                sample_digest=track.digests[s.id],
+                seed=seed,
+            )
+            for s in samples
+        ]
+
+    def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
+        """The wrapped explainer's ``explain``, through the cache when the call allows it (see the
+        class doc); returns float32 ``(B, H, W)`` maps when it went through the cache."""
+        keys = self._keys(model, inputs, targets, seed, context)
+        if keys is None:
+            return self.explainer.explain(model, inputs, targets, seed=seed, context=context)
+        size = self.track.input_size
+        maps: list[Any] = [self.cache.get(key, shape=size, kind="saliency") for key in keys]
+        missing = [i for i, m in enumerate(maps) if m is None]
+        if missing:
+            sub = ExplainContext(samples=[context.samples[i] for i in missing])
+            out = self.explainer.explain(
+                model, inputs[missing], torch.as_tensor(targets)[missing], seed=seed, context=sub
+            )
+            out = out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else out
+            if isinstance(out, list) and out and isinstance(out[0], dict):
+                return out  # concept explanations from a saliency explainer: the caller decides
+            raw = np.asarray(out)
+            if raw.ndim != 3 or raw.shape[0] != len(missing) or raw.shape[1:] != size:
+                if len(missing) == len(keys):
+                    return raw  # maps the runner would refuse: nothing cached, the caller decides
+                raise ValueError(f"explainer returned maps of shape {raw.shape} for {len(missing)} inputs")
+            for j, i in enumerate(missing):
+                value, error = check_saliency(raw[j], size)
+                if error is None:
+                    assert value is not None
+                    self.cache.put(keys[i], value)
+                    maps[i] = value
+                else:
+                    maps[i] = raw[j].astype(np.float32)
+        return np.stack(maps)

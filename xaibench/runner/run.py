@@ -13,13 +13,14 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from xaibench.allocator import tune_allocator
 from xaibench.api import Explainer, Metric, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.files import remove_leftovers, write_json_atomic
@@ -55,7 +56,7 @@ class RunConfig:
     seed: int = 0
     limit: int | None = None
     workdir: Path = Path(".xaibench")
-    forward_batch: int = 64
+    forward_batch: int = 16
     explain_batch: int = 16
     metric_batch: int = 16
     timeout: float | None = 300.0
@@ -67,6 +68,9 @@ class RunConfig:
     workers: int = 1  # worker processes (local) or Ray workers
     ray_address: str | None = None  # join this Ray cluster; None starts a local Ray instance
     device: str = "cpu"  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
+    # Track name -> the only sample ids to run there, taken from the track's first `limit` samples
+    # (`xaibench submission verify`); a track not named here, or None, runs all its samples.
+    samples: Mapping[str, Sequence[str]] | None = None
 
 
 def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
@@ -221,6 +225,7 @@ class Runner:
     """
 
     def __init__(self, config: RunConfig, registry: Registry) -> None:
+        tune_allocator()  # before the workers fork: they inherit it (see xaibench/allocator.py)
         # One intra-op thread by default: measured here, two torch threads on 2 cores ran the shapes
         # CNN 10x and EfficientNet-Lite0 1.6x slower than one as soon as anything else ran, and a
         # fixed count keeps float reductions, hence numbers, identical between runs.
@@ -259,6 +264,23 @@ class Runner:
         )
         self.progress = Progress(enabled=False)
         self.examples: list[ExampleSet] = []
+        self.loaded: dict[str, TrackContext] = {}  # tracks loaded ahead by load(), taken by run_track()
+
+    def load(self, spec: TrackSpec) -> TrackContext:
+        """Load the track ``spec`` ahead of :meth:`run` (which then uses it rather than loading it
+        again), e.g. to check its provenance first; :class:`XaibenchError` when it cannot be loaded.
+        The samples are the first ``config.limit``, restricted to ``config.samples[spec.name]``
+        when that names the track."""
+        if spec.name not in self.loaded:
+            self.loaded[spec.name] = self._load_track(spec)
+        return self.loaded[spec.name]
+
+    def _load_track(self, spec: TrackSpec) -> TrackContext:
+        config = self.config
+        only = config.samples.get(spec.name) if config.samples is not None else None
+        return load_track(
+            spec, self.registry, limit=config.limit, batch_size=config.forward_batch, device=self.device, only=only
+        )
 
     def run(self) -> RunResult:
         """Run every explainer on every track; write ``<workdir>/summary.json``; return the result.
@@ -324,9 +346,8 @@ class Runner:
         """One track: load it, then run each explainer on it; a track that fails to load gives ``{"error"}``."""
         config = self.config
         try:
-            track = load_track(
-                spec, self.registry, limit=config.limit, batch_size=config.forward_batch, device=self.device
-            )
+            # a track loaded ahead is used once, then released with the others
+            track = self.loaded.pop(spec.name, None) or self._load_track(spec)
         except XaibenchError as exc:
             self.progress.log(f"[red]track {spec.name}: {exc}")
             return {"error": str(exc)}
@@ -378,17 +399,24 @@ class Runner:
 
     def score(self, state: ExplainerRun, n_samples: int) -> None:
         """Score ``state.explanations`` with every metric; append the records not stored yet.
-        ``n_samples`` (samples with a missing record) sizes the progress bar."""
+        ``n_samples`` (samples with a missing record) sizes the progress bar. Metrics that re-run
+        the explainer on the track's samples (``model_randomisation``) go through the explanation
+        cache too (:class:`~xaibench.runner.explain.CachedExplainer`)."""
+        from xaibench.runner.explain import CachedExplainer
+
         assert state.explanations is not None
         store, records = state.store, state.records
         index = state.track.sample_index()
+        explainer: Any = state.explainer
+        if self.cache is not None:
+            explainer = CachedExplainer(explainer, state.track, self.cache)
         task = self.progress.add(f"{state.label}: score", total=len(state.metrics) * n_samples)
         for scores in score_track(
             state.track,
             state.metrics,
             state.explanations.values,
             state.explanations.failures,
-            explainer=state.explainer,
+            explainer=explainer,
             seed=self.config.seed,
             kind=state.explainer.kind,
             batch_size=self.config.metric_batch,

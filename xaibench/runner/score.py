@@ -24,7 +24,7 @@ from xaibench.runner.track import TrackContext, build_track
 
 # The runner's defaults (RunConfig.metric_batch, RunConfig.forward_batch): the same batches.
 METRIC_BATCH = 16
-FORWARD_BATCH = 64
+FORWARD_BATCH = 16
 
 
 def open_dataset(registry: Registry, dataset: str) -> Dataset:
@@ -57,9 +57,9 @@ def check_maps(track: TrackContext, maps: dict[str, np.ndarray]) -> tuple[dict[s
     values: dict[str, np.ndarray] = {}
     failures: dict[str, str] = {}
     for sid, arr in maps.items():
-        if size is not None:
-            arr = resize_bilinear(arr, size)
-        value, reason = check_saliency(arr, size or arr.shape)
+        value, reason = check_saliency(arr, arr.shape)  # a constant map stays n/a after resizing
+        if value is not None and size is not None:
+            value, reason = check_saliency(resize_bilinear(arr, size), size)
         if value is None:
             failures[sid] = reason or "invalid map"
         else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,12 +51,27 @@ def load_track(
     limit: int | None = None,
     batch_size: int = 64,
     device: torch.device | str = "cpu",
+    only: Collection[str] | None = None,
 ) -> TrackContext:
-    """Instantiate the dataset and model of a track, take its first samples and build the context."""
+    """Instantiate the dataset and model of a track, take its first samples and build the context.
+
+    The first samples are the first ``limit`` (and the track's own limit); ``only``, when given,
+    then keeps just those sample ids, in track order (``xaibench submission verify`` re-runs a
+    subset this way: the ids are those of the original run, whose ``limit`` it passes). An id of
+    ``only`` that is not among the first samples raises :class:`XaibenchError` naming it."""
     dataset: Dataset = registry.create("dataset", spec.dataset, **dict(spec.dataset_params))
     model: Model = registry.create("model", spec.model, **dict(spec.model_params))
     effective_limit = min(x for x in (limit, spec.limit) if x is not None) if (limit or spec.limit) else None
     samples = list(dataset.samples(effective_limit))
+    if only is not None:
+        wanted = set(only)
+        missing = sorted(wanted - {s.id for s in samples})
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise XaibenchError(
+                f"track {spec.name!r}: no sample {missing[0]!r}{more} among its first {len(samples)} samples"
+            )
+        samples = [s for s in samples if s.id in wanted]
     return build_track(spec, dataset, model, samples, batch_size=batch_size, device=device)
 
 

@@ -2,7 +2,8 @@
 
 Layout of the output folder (default ``<leaderboard dir>/site``)::
 
-    index.html               overview: one sortable table per track, disclosure filters
+    index.html               overview: the cross-track summary (mean win rate), one sortable table per
+                             track (overall rank first), disclosure filters
     explainers/<slug>.html   one page per submission: overlays, curves, distributions, provenance
     methodology.html         metrics from the registry: family, direction, version, description
     correlations.html        Spearman rho metric x metric across explainers; each metric vs pasta_q1
@@ -16,6 +17,13 @@ names on the site are generated (slugs, digests), never taken from submissions; 
 a Content-Security-Policy allowing only the site's own script, style and images. Links are
 relative, so the site works from ``file://`` and any static host. The output is deterministic
 (no build timestamp): the same submissions give the same bytes.
+
+The verdicts come from the :class:`~xaibench.publish.writers.Leaderboard`: row ``status``
+("too few samples (n = k)", "not ranked: <reason>"), ``label`` (the proxy label of perceptual
+values) and ``flags`` ("n/a 40 %"); ``families`` (which family is ranked on a track, and why
+not); ``summary`` (mean win rate, overall ranks); ``rules`` (the thresholds); the explainers'
+``flags`` ("insensitive to the model") and ``verification``. Every one is read with a default,
+so a board without them (an older leaderboard) still builds.
 """
 
 from __future__ import annotations
@@ -32,16 +40,19 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from xaibench.api import FAMILIES as ALL_FAMILIES
 from xaibench.api import RANKED_FAMILIES as FAMILIES
 from xaibench.errors import XaibenchError
 from xaibench.files import make_staging_dir
 from xaibench.plugins.manager import Registry
+from xaibench.publish.leaderboard import FAMILY_ORDER, RULES, win_rates
 from xaibench.publish.submission import load_submissions
 from xaibench.publish.validation import PNG_SIGNATURE, require_valid
 from xaibench.publish.writers import (
     DIRECTION_WORDS,
     LEADERBOARD_SCHEMA,
     Leaderboard,
+    board_json,
     build_leaderboard,
     to_csv,
     track_title,
@@ -56,7 +67,14 @@ ARROWS = {"higher": "↑", "lower": "↓"}
 CURVE_LABELS = {
     "deletion": ("fraction of pixels removed (most salient first)", "p(target class)"),
     "insertion": ("fraction of pixels inserted (most salient first)", "p(target class)"),
+    "model_randomisation": (
+        "fraction of parameter blocks randomised (output first)",
+        "Spearman of |E| with the original",
+    ),
 }
+CURVE_Y_RANGE = {"model_randomisation": (-1.0, 1.0)}  # a correlation; the others are probabilities in [0, 1]
+SHOWN_FAMILIES: tuple[str, ...] = tuple(dict.fromkeys((*FAMILY_ORDER, *ALL_FAMILIES)))
+"""Display order of every family."""
 
 
 @dataclass
@@ -175,15 +193,9 @@ def _write_site(
         _copy_overlays(sub, submissions_dir, out)
         shutil.copyfile(sub.path, out / "data" / "submissions" / f"{sub.slug}.json")
     (out / "data" / "leaderboard.csv").write_text(to_csv(board.rows), encoding="utf-8")
-    (out / "data" / "leaderboard.json").write_text(
-        json.dumps(
-            {"schema": LEADERBOARD_SCHEMA, "rows": board.rows, "tracks": board.tracks, "explainers": board.explainers},
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    (out / "data" / "leaderboard.json").write_text(json.dumps(board_json(board), indent=2) + "\n", encoding="utf-8")
     by_key = {s.key: s for s in subs}
+    rules = board_rules(board)
     tracks = [_track_view(board, t, by_key) for t in board.track_names()]
     common = {"subs": subs, "n_subs": len(subs), "files": [(s.slug, s.path.name, s.sha256) for s in subs]}
     pages: dict[str, str] = {
@@ -191,6 +203,8 @@ def _write_site(
             root="",
             page="overview",
             tracks=tracks,
+            overview=_overview(board, by_key),
+            rules=rules,
             page_data={
                 "schema": LEADERBOARD_SCHEMA,
                 "explainers": {s.key: {"name": s.name, "tuned": s.tuned, "reference": s.reference} for s in subs},
@@ -198,7 +212,7 @@ def _write_site(
             **common,
         ),
         "methodology.html": env.get_template("methodology.html.j2").render(
-            root="", page="methodology", families=_methodology(registry, subs), **common
+            root="", page="methodology", families=_methodology(registry, subs), rules=rules, **common
         ),
         "correlations.html": env.get_template("correlations.html.j2").render(
             root="",
@@ -210,7 +224,13 @@ def _write_site(
     }
     for sub in subs:
         pages[f"explainers/{sub.slug}.html"] = env.get_template("explainer.html.j2").render(
-            root="../", page="explainer", sub=sub, tracks=_explainer_tracks(sub, board, by_key), **common
+            root="../",
+            page="explainer",
+            sub=sub,
+            tracks=_explainer_tracks(sub, board, by_key),
+            verification=_verification(board, sub.key, sub),
+            flags=_all_flags(board, sub.key),
+            **common,
         )
     for rel, html in pages.items():
         (out / rel).write_text(html, encoding="utf-8")
@@ -218,6 +238,176 @@ def _write_site(
     for p in out.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     return sorted(pages)
+
+
+# ----------------------------------------------------------------------------- verdicts (read with defaults)
+
+
+def board_rules(board: Leaderboard) -> dict[str, float]:
+    """The board's ranking rules over the defaults of :data:`xaibench.publish.leaderboard.RULES` (numbers only)."""
+    rules: dict[str, float] = dict(RULES)
+    given = getattr(board, "rules", None)
+    for key, value in (given if isinstance(given, dict) else {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            rules[str(key)] = value
+    return rules
+
+
+def _families(board: Leaderboard, track: str) -> dict[str, dict[str, Any]]:
+    """``family -> {"ranked", "reason", "label"}`` on ``track`` (empty when the board has no ``families``)."""
+    given = getattr(board, "families", None)
+    per_track = given.get(track) if isinstance(given, dict) else None
+    out: dict[str, dict[str, Any]] = {}
+    for family, info in (per_track if isinstance(per_track, dict) else {}).items():
+        if isinstance(info, dict):
+            reason, label = info.get("reason"), info.get("label")
+            out[str(family)] = {
+                "ranked": info.get("ranked") is not False,
+                "reason": str(reason) if reason else "",
+                "label": str(label) if label else "",
+            }
+    return out
+
+
+def not_ranked_text(reason: str) -> str:
+    """``not ranked: <reason>`` (the reason alone when it already says so)."""
+    reason = reason.strip()
+    if reason.startswith("not ranked"):
+        return reason
+    return f"not ranked: {reason}" if reason else "not ranked"
+
+
+def _family_notes(fam_info: dict[str, dict[str, Any]], present: set[str]) -> list[dict[str, str]]:
+    """The families on a track that are shown but not ranked, with their reason."""
+    return [
+        {"family": f, "text": not_ranked_text(fam_info[f]["reason"]), "label": fam_info[f]["label"]}
+        for f in sorted(fam_info, key=_family_index)
+        if not fam_info[f]["ranked"] and f in present and f != "other"  # "other" is never meant to rank
+    ]
+
+
+def _family_index(family: str) -> int:
+    return SHOWN_FAMILIES.index(family) if family in SHOWN_FAMILIES else len(SHOWN_FAMILIES)
+
+
+def _label(board: Leaderboard, rows: list[dict[str, Any]], metric: str) -> str:
+    """The proxy label of a metric's values: the rows' ``label``, else the board's ``metric_labels``."""
+    for r in rows:
+        label = r.get("label")
+        if r["metric"] == metric and isinstance(label, str) and label:
+            return label
+    labels = getattr(board, "metric_labels", None)
+    label = labels.get(metric) if isinstance(labels, dict) else None
+    return label if isinstance(label, str) else ""
+
+
+def _flags(text: Any) -> list[str]:
+    """A row's ``flags`` ("; "-joined) as a list."""
+    if isinstance(text, list):
+        return [str(f) for f in text if str(f).strip()]
+    return [f.strip() for f in str(text).split(";") if f.strip()] if isinstance(text, str) else []
+
+
+def _explainer_flags(board: Leaderboard, key: str, track: str) -> list[str]:
+    """Flags of an explainer on a track, e.g. "insensitive to the model"."""
+    info = board.explainers.get(key)
+    flags = info.get("flags") if isinstance(info, dict) else None
+    return _flags((flags if isinstance(flags, dict) else {}).get(track))
+
+
+def _all_flags(board: Leaderboard, key: str) -> list[dict[str, Any]]:
+    """Each distinct flag of an explainer with the tracks it is raised on."""
+    tracks: dict[str, list[str]] = {}
+    for track in board.track_names():
+        for flag in _explainer_flags(board, key, track):
+            tracks.setdefault(flag, []).append(track)
+    return [{"flag": f, "tracks": t} for f, t in tracks.items()]
+
+
+def _verification(board: Leaderboard, key: str, sub: Submitted | None) -> dict[str, Any] | None:
+    """The submission's ``verification`` (from the board, else the file) as text for the page and the tables."""
+    info = board.explainers.get(key)
+    given = info.get("verification") if isinstance(info, dict) and "verification" in info else None
+    if given is None and sub is not None:
+        given = sub.data.get("verification")
+    if not isinstance(given, dict) or not isinstance(given.get("passed"), bool):
+        return None
+    at = str(given.get("verified_at") or "")
+    date = at[:10] if re.fullmatch(r"\d{4}-\d{2}-\d{2}", at[:10]) else (at or "date unknown")
+    checked, matched = given.get("checked"), given.get("matched")
+    counts = (
+        f"{matched} of {checked} re-run records matched"
+        if isinstance(checked, int) and isinstance(matched, int)
+        else "record counts unknown"
+    )
+    tolerance = given.get("tolerance")
+    detail = [f"at {at}" if at else "time unknown"]
+    if isinstance(tolerance, int | float) and not isinstance(tolerance, bool):
+        detail.append(f"tolerance {tolerance:g}")
+    if given.get("xaibench"):
+        detail.append(f"xaibench {given['xaibench']}")
+    passed = given["passed"]
+    return {
+        "passed": passed,
+        "date": date,
+        "text": f"verified {date} ({counts})" if passed else f"verification failed {date} ({counts})",
+        "short": "verified" if passed else "verification failed",
+        "detail": "re-run by xaibench submission verify " + ", ".join(detail),
+    }
+
+
+# ----------------------------------------------------------------------------- cross-track overview
+
+
+def _summary(board: Leaderboard) -> dict[str, Any]:
+    """The board's ``summary``; computed from its ``rank:overall`` rows when it has none (a board made by hand)."""
+    given = getattr(board, "summary", None)
+    if isinstance(given, dict) and isinstance(given.get("explainers"), dict) and given.get("order"):
+        return given
+    return win_rates(board.rows)
+
+
+def _overview(board: Leaderboard, by_key: dict[str, Submitted]) -> dict[str, Any]:
+    """The table across tracks: explainers in the summary's order, mean win rate, each track's overall rank."""
+    summary = _summary(board)
+    info: dict[str, Any] = summary["explainers"]
+    order = [str(x) for x in summary["order"] if x in info]
+    order += sorted(str(x) for x in info if x not in order)
+    track_names = board.track_names()
+    shared: dict[tuple[str, int], int] = defaultdict(int)
+    for x in order:
+        for track, rank in (info[x].get("overall_ranks") or {}).items():
+            if isinstance(rank, int):
+                shared[(track, rank)] += 1
+    rows = []
+    for position, x in enumerate(order, start=1):
+        sub = by_key.get(x)
+        entry = info[x] if isinstance(info[x], dict) else {}
+        ranks = entry.get("overall_ranks") if isinstance(entry.get("overall_ranks"), dict) else {}
+        rate = entry.get("mean_win_rate")
+        rows.append(
+            {
+                "position": position,
+                "key": x,
+                "name": sub.name if sub else x,
+                "slug": sub.slug if sub else None,
+                "tuned": bool(sub and sub.tuned),
+                "reference": bool(sub and sub.reference),
+                "verification": _verification(board, x, sub),
+                "flags": _all_flags(board, x),
+                "win_rate": rate if isinstance(rate, int | float) and not isinstance(rate, bool) else None,
+                "n_tracks": entry.get("tracks") if isinstance(entry.get("tracks"), int) else len(ranks),
+                "ranks": [
+                    {
+                        "rank": ranks.get(t) if isinstance(ranks.get(t), int) else None,
+                        "tie": shared.get((t, ranks.get(t)), 0) > 1,  # type: ignore[arg-type]
+                    }
+                    for t in track_names
+                ],
+            }
+        )
+    anchors = {t: "track-" + re.sub(r"[^A-Za-z0-9_-]", "_", t) for t in track_names}
+    return {"rows": rows, "tracks": [{"name": t, "anchor": anchors[t]} for t in track_names]}
 
 
 def _copy_overlays(sub: Submitted, submissions_dir: Path, out: Path) -> None:
@@ -242,11 +432,22 @@ def _copy_overlays(sub: Submitted, submissions_dir: Path, out: Path) -> None:
 # ----------------------------------------------------------------------------- overview
 
 
-def _cell(row: dict[str, Any] | None, ties: dict[tuple[str, int], int]) -> dict[str, Any]:
+def _cell(
+    row: dict[str, Any] | None,
+    ties: dict[tuple[str, int], int],
+    *,
+    column_status: str = "",
+    hide_flags: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """One table cell; ``column_status``: the status already shown in the column's header (given short here)."""
     if row is None:
         return {"missing": True, "sort": ""}
     value, rank = row["value"], row["rank"]
     tie = rank is not None and ties.get((row["metric"], rank), 0) > 1
+    status = str(row.get("status") or "")
+    short = status
+    if status and status == column_status and status.startswith("not ranked"):
+        short = "not ranked"
     return {
         "missing": False,
         "value": value,
@@ -256,36 +457,81 @@ def _cell(row: dict[str, Any] | None, ties: dict[tuple[str, int], int]) -> dict[
         "n": row["n"],
         "n_na": row["n_na"],
         "sort": "" if value is None else repr(float(value)),
+        "status": status,
+        "status_short": short,
+        "flags": [f for f in _flags(row.get("flags")) if f not in hide_flags],
+        "label": str(row.get("label") or ""),
+    }
+
+
+def _ties(rows: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    ties: dict[tuple[str, int], int] = defaultdict(int)
+    for r in rows:
+        if r["rank"] is not None:
+            ties[(r["metric"], r["rank"])] += 1
+    return ties
+
+
+def _column_status(rows: list[dict[str, Any]], metric: str) -> str:
+    """The status every explainer shares on a metric (shown once, in the header), else ""."""
+    statuses = {str(r.get("status") or "") for r in rows if r["metric"] == metric}
+    return statuses.pop() if len(statuses) == 1 else ""
+
+
+def _metric_info(
+    board: Leaderboard, rows: list[dict[str, Any]], metric: str, fam_info: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    first = next(r for r in rows if r["metric"] == metric)
+    family = first["family"]
+    fam = fam_info.get(family, {})
+    family_note = not_ranked_text(fam["reason"]) if fam and not fam["ranked"] and family != "other" else ""
+    status = _column_status(rows, metric)
+    return {
+        "id": metric,
+        "family": family,
+        "direction": first["direction"],
+        "label": _label(board, rows, metric) or fam.get("label", ""),
+        "family_note": family_note,
+        "status": "" if status == family_note else status,
+        "column_status": status,
     }
 
 
 def _track_view(board: Leaderboard, track: str, by_key: dict[str, Submitted]) -> dict[str, Any]:
     rows = [r for r in board.rows if r["track"] == track]
     metric_rows = [r for r in rows if not r["metric"].startswith("rank:")]
+    fam_info = _families(board, track)
     info: dict[str, dict[str, Any]] = {}
     for r in metric_rows:
-        info.setdefault(r["metric"], {"id": r["metric"], "family": r["family"], "direction": r["direction"]})
+        if r["metric"] not in info:
+            info[r["metric"]] = _metric_info(board, metric_rows, r["metric"], fam_info)
     ranking = board.ranking_metrics.get(track, set())
 
     def order(m: str) -> tuple[int, str]:
-        fam = info[m]["family"]
-        return (FAMILIES.index(fam) if fam in FAMILIES else len(FAMILIES), m)
+        return (_family_index(info[m]["family"]), m)
 
     valued = {r["metric"] for r in metric_rows if r["value"] is not None}
     ranked = [info[m] for m in sorted(info, key=order) if m in ranking and m in valued]
     others = [info[m] for m in sorted(info, key=order) if m not in ranking and m in valued]
     inapplicable = [info[m] for m in sorted(info, key=order) if m not in valued]
-    families = [f for f in FAMILIES if any(r["metric"] == f"rank:{f}" for r in rows)]
+    present = {m["family"] for m in ranked}
+    families = [
+        {
+            "name": f,
+            "note": not_ranked_text(fam_info[f]["reason"]) if f in fam_info and not fam_info[f]["ranked"] else "",
+        }
+        for f in FAMILIES
+        if any(r["metric"] == f"rank:{f}" for r in rows) or (f in present and f in fam_info)
+    ]
     cells: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    ties: dict[tuple[str, int], int] = defaultdict(int)
     for r in rows:
         cells[r["explainer"]][r["metric"]] = r
-        if r["rank"] is not None:
-            ties[(r["metric"], r["rank"])] += 1
+    ties = _ties(rows)
     explainers = sorted(cells, key=lambda x: (cells[x].get("rank:overall", {}).get("rank") or 10**9, x))
     body = []
     for x in explainers:
         sub = by_key.get(x)
+        flags = _explainer_flags(board, x, track)
         body.append(
             {
                 "key": x,
@@ -293,10 +539,15 @@ def _track_view(board: Leaderboard, track: str, by_key: dict[str, Submitted]) ->
                 "slug": sub.slug if sub else None,
                 "tuned": bool(sub and sub.tuned),
                 "reference": bool(sub and sub.reference),
-                "overall": _cell(cells[x].get("rank:overall"), ties),
-                "families": [_cell(cells[x].get(f"rank:{f}"), ties) for f in families],
-                "ranked": [_cell(cells[x].get(m["id"]), ties) for m in ranked],
-                "others": [_cell(cells[x].get(m["id"]), ties) for m in others],
+                "flags": [{"flag": f, "tracks": [track]} for f in flags],
+                "verification": _verification(board, x, sub),
+                "overall": _cell(cells[x].get("rank:overall"), ties, hide_flags=tuple(flags)),
+                "families": [
+                    _cell(cells[x].get(f"rank:{f['name']}"), ties, column_status=f["note"], hide_flags=tuple(flags))
+                    for f in families
+                ],
+                "ranked": [_cell(cells[x].get(m["id"]), ties, column_status=m["column_status"]) for m in ranked],
+                "others": [_cell(cells[x].get(m["id"]), ties, column_status=m["column_status"]) for m in others],
             }
         )
     prov = board.tracks.get(track, {})
@@ -306,6 +557,7 @@ def _track_view(board: Leaderboard, track: str, by_key: dict[str, Submitted]) ->
         "title": track_title(board, track),
         "provenance": prov if isinstance(prov, dict) else {},
         "families": families,
+        "not_ranked": _family_notes(fam_info, {m["family"] for m in info.values()}),
         "ranked": ranked,
         "others": others,
         "inapplicable": inapplicable,
@@ -333,26 +585,30 @@ def _explainer_tracks(sub: Submitted, board: Leaderboard, by_key: dict[str, Subm
     out = []
     for track_name in sorted(sub.data["tracks"]):
         track = sub.data["tracks"][track_name]
-        rows = {r["metric"]: r for r in board.rows if r["track"] == track_name and r["explainer"] == sub.key}
-        n_ranked = {
-            m: sum(1 for r in board.rows if r["track"] == track_name and r["metric"] == m and r["rank"] is not None)
-            for m in rows
-        }
-        ties: dict[tuple[str, int], int] = defaultdict(int)
-        for r in board.rows:
-            if r["track"] == track_name and r["rank"] is not None:
-                ties[(r["metric"], r["rank"])] += 1
+        track_rows = [r for r in board.rows if r["track"] == track_name]
+        metric_rows = [r for r in track_rows if not r["metric"].startswith("rank:")]
+        rows = {r["metric"]: r for r in track_rows if r["explainer"] == sub.key}
+        n_ranked = {m: sum(1 for r in track_rows if r["metric"] == m and r["rank"] is not None) for m in rows}
+        ties = _ties(track_rows)
+        fam_info = _families(board, track_name)
+        flags = _explainer_flags(board, sub.key, track_name)
         metrics = []
         for metric_id in sorted(track.get("metrics", {}), key=lambda m: _family_order(track["metrics"][m], m)):
             m = track["metrics"][metric_id]
             hist = m.get("histogram") if isinstance(m.get("histogram"), dict) else None
+            known = metric_id in {r["metric"] for r in metric_rows}
+            meta = _metric_info(board, metric_rows, metric_id, fam_info) if known else {}
+            label = meta.get("label") or _label(board, [], metric_id)
+            shown = f"{metric_id} ({label})" if label else metric_id
             metrics.append(
                 {
                     "id": metric_id,
                     "family": m.get("family"),
                     "direction": m.get("direction"),
                     "ranking": m.get("ranking") is True,
-                    "cell": _cell(rows.get(metric_id), ties),
+                    "label": label,
+                    "family_note": meta.get("family_note", ""),
+                    "cell": _cell(rows.get(metric_id), ties, column_status=meta.get("family_note", "")),
                     "of": n_ranked.get(metric_id, 0),
                     "na_reasons": m.get("na_reasons") if isinstance(m.get("na_reasons"), dict) else {},
                     "params": m.get("params", {}),
@@ -360,7 +616,7 @@ def _explainer_tracks(sub: Submitted, board: Leaderboard, by_key: dict[str, Subm
                     "histogram": charts.histogram_chart(
                         hist.get("edges", []),
                         hist.get("counts", []),
-                        title=f"{metric_id}: distribution of per-sample values",
+                        title=f"{shown}: distribution of per-sample values",
                         mean=rows[metric_id]["value"] if metric_id in rows else None,
                     )
                     if hist
@@ -370,6 +626,12 @@ def _explainer_tracks(sub: Submitted, board: Leaderboard, by_key: dict[str, Subm
         examples = []
         for k, ex in enumerate(track.get("examples", [])):
             examples.append({**ex, "src": sub.overlays.get((track_name, k))})
+        present = {str(m.get("family")) for m in track.get("metrics", {}).values() if isinstance(m, dict)}
+        families = [
+            (f, _cell(rows.get(f"rank:{f}"), ties, hide_flags=tuple(flags)))
+            for f in FAMILIES
+            if f"rank:{f}" in rows and (f not in fam_info or fam_info[f]["ranked"])
+        ]
         out.append(
             {
                 "name": track_name,
@@ -377,8 +639,10 @@ def _explainer_tracks(sub: Submitted, board: Leaderboard, by_key: dict[str, Subm
                 "provenance": track.get("provenance", {}),
                 "explained": track.get("explained", {}),
                 "explain_seconds": track.get("explain_seconds"),
-                "overall": _cell(rows.get("rank:overall"), ties),
-                "families": [(f, _cell(rows.get(f"rank:{f}"), ties)) for f in FAMILIES if f"rank:{f}" in rows],
+                "overall": _cell(rows.get("rank:overall"), ties, hide_flags=tuple(flags)),
+                "families": families,
+                "not_ranked": _family_notes(fam_info, present),
+                "flags": flags,
                 "metrics": metrics,
                 "examples": examples,
                 "curves": _curves(sub, track_name, by_key),
@@ -390,7 +654,7 @@ def _explainer_tracks(sub: Submitted, board: Leaderboard, by_key: dict[str, Subm
 def _family_order(m: Any, metric_id: str) -> tuple[int, int, str]:
     fam = m.get("family") if isinstance(m, dict) else None
     ranking = isinstance(m, dict) and m.get("ranking") is True
-    return (FAMILIES.index(fam) if fam in FAMILIES else len(FAMILIES), 0 if ranking else 1, metric_id)
+    return (_family_index(str(fam)), 0 if ranking else 1, metric_id)
 
 
 def _curve_of(sub: Submitted, track: str, metric: str) -> dict[str, Any] | None:
@@ -434,7 +698,15 @@ def _curves(sub: Submitted, track: str, by_key: dict[str, Submitted]) -> list[di
                 "metric": metric,
                 "n": mine.get("n"),
                 "others": len(series) - 1,
-                "svg": charts.curve_chart(series, title=f"{metric} curve on {track}", x_label=x_label, y_label=y_label),
+                "x_label": x_label,
+                "y_label": y_label,
+                "svg": charts.curve_chart(
+                    series,
+                    title=f"{metric} curve on {track}",
+                    x_label=x_label,
+                    y_label=y_label,
+                    y_range=CURVE_Y_RANGE.get(metric, (0.0, 1.0)),
+                ),
             }
         )
     return out
@@ -489,11 +761,11 @@ def _methodology(registry: Registry, subs: list[Submitted]) -> list[dict[str, An
         m["versions_seen"] = sorted(used.get("versions", set()))
         m["in_submissions"] = bool(used)
     families = []
-    for fam in (*FAMILIES, "other"):
+    for fam in SHOWN_FAMILIES:
         items = sorted((m for m in metrics.values() if m["family"] == fam), key=lambda m: (not m["ranking"], m["id"]))
         if items:
             families.append({"name": fam, "metrics": items})
-    rest = sorted((m for m in metrics.values() if m["family"] not in (*FAMILIES, "other")), key=lambda m: m["id"])
+    rest = sorted((m for m in metrics.values() if m["family"] not in SHOWN_FAMILIES), key=lambda m: m["id"])
     if rest:
         families.append({"name": "unknown family", "metrics": rest})
     return families
@@ -514,32 +786,51 @@ def _correlation_view(board: Leaderboard, track: str, by_key: dict[str, Submitte
         families[r["metric"]] = r["family"]
     oriented_values = {m: oriented(v, directions[m]) for m, v in values.items()}
     usable = [m for m in oriented_values if len(oriented_values[m]) >= 3]
-    usable.sort(key=lambda m: (FAMILIES.index(families[m]) if families[m] in FAMILIES else 9, m))
+    usable.sort(key=lambda m: (_family_index(families[m]), m))
     ranking = board.ranking_metrics.get(track, set())
     ranked = [m for m in usable if m in ranking]
     n_explainers = len({r["explainer"] for r in board.rows if r["track"] == track})
     reference = oriented_values.get(PERCEPTUAL_REFERENCE)
+    track_rows = [r for r in board.rows if r["track"] == track]
+    labels = {m: label for m in values if (label := _label(board, track_rows, m))}
+    fam_info = _families(board, track)
     versus = []
     for m in usable:
         if m == PERCEPTUAL_REFERENCE:
             continue
         rho, n = pair_rho(oriented_values[m], reference) if reference else (None, 0)
-        versus.append({"metric": m, "family": families[m], "direction": directions[m], "rho": rho, "n": n})
+        versus.append(
+            {
+                "metric": m,
+                "family": families[m],
+                "direction": directions[m],
+                "rho": rho,
+                "n": n,
+                "label": labels.get(m, ""),
+            }
+        )
+
+    def title(what: str, metrics: list[str]) -> str:
+        shown = sorted({labels[m] for m in metrics if m in labels})
+        return f"Spearman rho between {what}, {track}" + (f" (perceptual values: {'; '.join(shown)})" if shown else "")
+
     return {
         "name": track,
         "title": track_title(board, track),
         "n_explainers": n_explainers,
         "ranked_svg": charts.heatmap(
-            ranked, correlation_matrix(ranked, oriented_values), title=f"Spearman rho between ranking metrics, {track}"
+            ranked, correlation_matrix(ranked, oriented_values), title=title("ranking metrics", ranked)
         )
         if len(ranked) >= 2
         else None,
         "all_svg": charts.heatmap(
-            usable, correlation_matrix(usable, oriented_values), title=f"Spearman rho between all metrics, {track}"
+            usable, correlation_matrix(usable, oriented_values), title=title("all metrics", usable)
         )
         if len(usable) >= 2
         else None,
         "n_usable": len(usable),
         "has_reference": reference is not None,
+        "reference_label": labels.get(PERCEPTUAL_REFERENCE, ""),
+        "not_ranked": _family_notes(fam_info, set(families.values())),
         "versus": versus,
     }

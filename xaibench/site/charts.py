@@ -43,16 +43,23 @@ def curve_chart(
     y_label: str,
     width: int = 380,
     height: int = 240,
+    y_range: tuple[float, float] = (0.0, 1.0),
 ) -> Markup:
-    """Lines of ``y`` over ``x`` in [0, 1] x [0, 1]; grey context lines, coloured ``main`` lines."""
+    """Lines of ``y`` over ``x`` in [0, 1] x ``y_range``; grey context lines, coloured ``main`` lines.
+
+    Values outside the ranges are drawn at the border (clamped).
+    """
     left, right, top, bottom = 44, 12, 12, 38
     pw, ph = width - left - right, height - top - bottom
+    y_lo, y_hi = float(y_range[0]), float(y_range[1])
+    if not (math.isfinite(y_lo) and math.isfinite(y_hi) and y_hi > y_lo):
+        raise ValueError(f"y_range must be two finite numbers, low < high; got {y_range!r}")
 
     def sx(x: float) -> float:
         return left + pw * min(max(x, 0.0), 1.0)
 
     def sy(y: float) -> float:
-        return top + ph * (1.0 - min(max(y, 0.0), 1.0))
+        return top + ph * (1.0 - min(max((y - y_lo) / (y_hi - y_lo), 0.0), 1.0))
 
     parts = [
         f'<svg class="chart curve" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
@@ -60,8 +67,9 @@ def curve_chart(
         f"<title>{escape(title)}</title>",
     ]
     for t in (0.0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line class="grid" x1="{_f(sx(0))}" x2="{_f(sx(1))}" y1="{_f(sy(t))}" y2="{_f(sy(t))}"/>')
-        parts.append(f'<text class="tick" x="{left - 6}" y="{_f(sy(t) + 4)}" text-anchor="end">{_f(t)}</text>')
+        v = y_lo + t * (y_hi - y_lo)
+        parts.append(f'<line class="grid" x1="{_f(sx(0))}" x2="{_f(sx(1))}" y1="{_f(sy(v))}" y2="{_f(sy(v))}"/>')
+        parts.append(f'<text class="tick" x="{left - 6}" y="{_f(sy(v) + 4)}" text-anchor="end">{_f(v)}</text>')
         parts.append(f'<text class="tick" x="{_f(sx(t))}" y="{top + ph + 14}" text-anchor="middle">{_f(t)}</text>')
     parts.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none"/>')
     ordered = sorted(series, key=lambda s: s.main)

@@ -1,7 +1,8 @@
 """The normalised inputs of the alignment metrics for one batch (DESIGN 2), shared through the
 batch's :class:`~xaibench.api.BatchMemo`.
 
-Ground truth per sample: A is the mask, else ``levels > 0``, else the rasterised boxes (at the
+Ground truth per sample: A is the mask, else ``levels >= HUMAN_LEVEL`` (0.5: the middle human
+level of DESIGN 2, on the levels scaled by their max), else the rasterised boxes (at the
 image's size); M is the levels scaled by their max, else A as 0/1. Saliency maps are normalised
 once per batch, grouped by ground-truth size, and each computation (top-k, fixed threshold,
 threshold-averaged, human levels, pointing game, mass, MAE) runs once per batch and parameter
@@ -28,6 +29,10 @@ NO_GROUND_TRUTH = "no ground truth"
 NO_LEVELS = "no multi-level map"
 NO_SALIENCY = "no saliency map"
 NONFINITE = "non-finite saliency map"
+HUMAN_LEVEL = 0.5
+"""The binary ground truth of a multi-level map M for the plain binary metrics and the pointing
+game: A = M >= HUMAN_LEVEL (DESIGN 2). A = M > 0 made the pointing game trivial on eye-fixation
+maps, where M > 0 covers 35-50 % of the image. The ``_h25/_h50/_h75`` metrics keep their levels."""
 
 Computation = tuple[Hashable, ...]
 """Names one shared computation and its parameters, e.g. ``("threshold", 0.5)``."""
@@ -84,7 +89,7 @@ def ground_truth_maps(sample: Sample) -> tuple[np.ndarray, np.ndarray | None, bo
     if gt.mask is not None:
         A = np.asarray(gt.mask, dtype=bool)
     elif M is not None:
-        A = M > 0
+        A = M >= HUMAN_LEVEL
     else:
         A = al.rasterise_boxes(np.asarray(gt.boxes), sample.size)
     return A, M, clipped

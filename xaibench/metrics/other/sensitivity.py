@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import Metric, MetricInput, MetricOutput
+from xaibench.api import ExplainContext, Metric, MetricInput, MetricOutput
 from xaibench.metrics.faithfulness.context import faithfulness_batch, resize_maps
 from xaibench.metrics.other import formulas as fo
 from xaibench.params import Param
@@ -26,7 +26,7 @@ class MaxSensitivity(Metric):
     ranking = False
     needs = ("model",)
     licence = "Apache-2.0"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: the explainer gets the samples (per-sample seeds keyed by id, not batch position)
     unit = "relative L2 distance"
     default_params: ClassVar[Mapping[str, Any]] = {"n": 10, "radius": 0.02}
     param_specs: ClassVar[Mapping[str, Param]] = {"n": Param(int, low=1), "radius": Param(float, low=0.0)}
@@ -51,10 +51,11 @@ class MaxSensitivity(Metric):
             ]
         )
         targets = torch.as_tensor(ctx.targets, dtype=torch.long)
+        context = ExplainContext(samples=list(batch.samples))  # a sample's map must not depend on its batch
         ratios = np.full((size, n), np.nan)
         for j in range(n):
             perturbed = (ctx.inputs + torch.from_numpy(noise[:, j])).to(ctx.device)
-            out = batch.explainer.explain(batch.model, perturbed, targets, seed=ctx.seed)
+            out = batch.explainer.explain(batch.model, perturbed, targets, seed=ctx.seed, context=context)
             if isinstance(out, list):
                 return MetricOutput.not_applicable(size, "the explainer returned concept explanations")
             maps = out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else np.asarray(out)

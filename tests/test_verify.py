@@ -1,0 +1,277 @@
+"""`xaibench submission verify`: re-running a seeded subset of a submission's records."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from xaibench.cli import main
+from xaibench.errors import XaibenchError
+from xaibench.plugins.manager import get_registry
+from xaibench.publish.validation import validate_file
+from xaibench.publish.verify import Record, choose, recorded_values
+from xaibench.runner.run import RunConfig, Runner
+from xaibench.version import __version__
+
+LIMIT = 8
+METRICS = ("deletion", "iou", "max_sensitivity")
+IDS = [f"shapes-test-{i:04d}" for i in range(LIMIT)]
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, list[str]]:
+    """Exit status and the non-blank lines of stdout + stderr (stderr last) of ``xaibench ARGS``."""
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in args])
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return int(info.value.code or 0), [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The submissions folder of a small real run: gradient and random on 8 shapes; iou, deletion
+    and max_sensitivity (which re-runs the explainer inside the metric)."""
+    root = tmp_path_factory.mktemp("run")
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                *("run", "-e", "gradient", "-e", "random", "--track", "shapes"),
+                *("--metric", "iou", "--metric", "deletion", "--metric", "max_sensitivity"),
+                *("--limit", str(LIMIT), "--device", "cpu", "-q"),
+                *("--workdir", str(root / "w"), "--submissions", str(root / "s")),
+                *("--leaderboard-dir", str(root / "lb")),
+            ]
+        )
+        raise SystemExit(0)
+    assert info.value.code in (0, None)
+    return root / "s"
+
+
+@pytest.fixture()
+def subs(published: Path, tmp_path: Path) -> Path:
+    """A copy of the run's submissions (with their overlays) for one test to change."""
+    return Path(shutil.copytree(published, tmp_path / "s"))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _save(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def test_a_fresh_submission_verifies_and_records_the_verification(
+    subs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = subs / "gradient.json"
+    before = _load(path)
+    values = before["tracks"]["shapes"]["metrics"]
+    assert all(sorted(values[m]["samples"]) == IDS for m in METRICS)
+    assert all(isinstance(values[m]["samples"][s], float) for m in METRICS for s in IDS)  # 24 records
+    chosen = choose(recorded_values(path, before), 16)
+    samples = {r.sample_id for r in chosen}
+    code, lines = _cli(capsys, "submission", "verify", path)
+    assert code == 0, lines
+    assert lines[0].startswith(f"re-running 16 of the records of gradient in {path} ({len(samples)} samples of 1 track")
+    assert "device cpu, 1 thread" in lines[0]
+    assert lines[-2] == f"({lines[-2][1:].split()[0]} s; the verification is recorded in {path})"
+    assert lines[-1] == "verified: 16 of 16 records match to 1e-06"
+    after = _load(path)
+    block = after.pop("verification")
+    assert after == before  # nothing else changed
+    stamp = dt.datetime.fromisoformat(block.pop("verified_at"))
+    assert stamp.utcoffset() == dt.timedelta(0)
+    assert abs((dt.datetime.now(dt.UTC) - stamp).total_seconds()) < 600
+    assert block == {"checked": 16, "matched": 16, "tolerance": 1e-06, "passed": True, "xaibench": __version__}
+    assert validate_file(path) == []
+
+
+def test_a_subset_re_runs_only_the_chosen_samples_and_matches(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The random explainer re-run inside max_sensitivity on samples that sit elsewhere in a smaller
+    batch: each map is seeded by sample id, not by batch position (max_sensitivity 1.0.0 was not)."""
+    path = subs / "random.json"
+    chosen = choose(recorded_values(path, _load(path)), 6, seed=5)
+    samples = sorted({r.sample_id for r in chosen})
+    moved = [r for r in chosen if r.metric == "max_sensitivity" and samples.index(r.sample_id) < IDS.index(r.sample_id)]
+    assert moved, chosen  # the test needs a record whose sample moved within its batch
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", 6, "--seed", 5)
+    assert code == 0, lines
+    assert lines[0].startswith(f"re-running 6 of the records of random in {path} ({len(samples)} samples of 1 track")
+    assert lines[-1] == "verified: 6 of 6 records match to 1e-06"
+    assert _load(path)["verification"]["checked"] == 6
+
+
+def test_hand_edited_values_fail_naming_exactly_those_records(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = subs / "gradient.json"
+    data = _load(path)
+    metrics = data["tracks"]["shapes"]["metrics"]
+    true_iou = metrics["iou"]["samples"]["shapes-test-0003"]
+    true_deletion = metrics["deletion"]["samples"]["shapes-test-0006"]
+    metrics["iou"]["samples"]["shapes-test-0003"] = true_iou + 0.25
+    metrics["deletion"]["samples"]["shapes-test-0006"] = true_deletion - 2e-6  # just past the tolerance
+    metrics["deletion"]["samples"]["shapes-test-0001"] += 5e-7  # within it: still a match
+    _save(path, data)
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", 100)
+    assert code == 1, lines
+    assert lines[1:-2] == [
+        f"shapes/deletion/shapes-test-0006: recorded {true_deletion - 2e-6!r}, re-run {true_deletion!r}",
+        f"shapes/iou/shapes-test-0003: recorded {true_iou + 0.25!r}, re-run {true_iou!r}",
+    ]
+    assert lines[-1] == "FAILED: 2 of 24 records differ by more than 1e-06 (22 match)"
+    block = _load(path)["verification"]
+    assert (block["checked"], block["matched"], block["passed"]) == (24, 22, False)
+
+
+def test_provenance_that_differs_fails_before_any_work_naming_it(
+    subs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = subs / "gradient.json"
+    data = _load(path)
+    data["explainer"]["version"] = "0.9.0"
+    data["tracks"]["shapes"]["metrics"]["deletion"]["params"]["steps"] = 40
+    _save(path, data)
+    code, lines = _cli(capsys, "submission", "verify", path)
+    assert code == 1, lines
+    assert lines[:2] == [
+        'explainer gradient version: recorded "0.9.0", here "1.0.0"',
+        'shapes/deletion: metric params: recorded {"steps": 40}, here {"steps": 50}',
+    ]
+    assert lines[-1] == f"FAILED: {path} cannot be re-run as recorded (2 differences above); none of 16 records re-run"
+    assert len(lines) == 4  # the two differences, where the verdict is recorded, the verdict
+    assert _load(path)["verification"]["passed"] is False
+
+
+def test_model_identity_and_dataset_revision_are_checked(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = subs / "gradient.json"
+    data = _load(path)
+    provenance = data["tracks"]["shapes"]["provenance"]
+    identity, revision = provenance["model"]["identity"], provenance["dataset"]["revision"]
+    provenance["model"]["identity"] = "shapes-cnn/shapes@000000000000"
+    provenance["dataset"]["revision"] = "0" * 16
+    _save(path, data)
+    code, lines = _cli(capsys, "submission", "verify", path)
+    assert code == 1, lines
+    assert lines[:2] == [
+        f'shapes: dataset revision: recorded "{"0" * 16}", here "{revision}"',
+        f'shapes: model identity: recorded "shapes-cnn/shapes@000000000000", here "{identity}"',
+    ]
+    assert "cannot be re-run as recorded (2 differences above)" in lines[-1]
+
+
+def test_a_recorded_device_missing_here_re_runs_on_the_cpu_and_says_so(
+    subs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = subs / "random.json"
+    data = _load(path)
+    data["environment"]["device"] = "cuda:7"  # no machine running these tests has 8 GPUs
+    _save(path, data)
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", 4)
+    assert code == 0, lines
+    assert lines[0].startswith(f"re-running 4 of the records of random in {path}") and "device cpu" in lines[0]
+    assert lines[1].startswith("the recorded device cuda:7 is not available here (")
+    assert lines[1].endswith("): re-running on cpu, where values may differ")
+    assert lines[-1] == "verified: 4 of 4 records match to 1e-06"
+
+
+def _no_samples(data: dict[str, Any]) -> None:
+    for block in data["tracks"]["shapes"]["metrics"].values():
+        del block["samples"]
+
+
+def _unknown_explainer(data: dict[str, Any]) -> None:
+    data["explainer"]["name"] = "no-such-explainer"
+
+
+def _not_a_submission(data: dict[str, Any]) -> None:
+    data["schema"] = "xaibench.summary/1"
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("missing", "cannot read"),
+        ("invalid-json", "invalid JSON"),
+        ("not-a-submission", "unsupported schema"),
+        ("no-samples", "no per-sample values to verify"),
+        ("unknown-explainer", "unknown explainer 'no-such-explainer'"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_file_exit_2(
+    subs: Path, capsys: pytest.CaptureFixture[str], kind: str, expected: str
+) -> None:
+    path = subs / "gradient.json"
+    if kind == "missing":
+        path = subs / "absent.json"
+    elif kind == "invalid-json":
+        path.write_text('{"schema": "xaibench.submission/1",\n', encoding="utf-8")
+    else:
+        data = _load(path)
+        {"no-samples": _no_samples, "unknown-explainer": _unknown_explainer, "not-a-submission": _not_a_submission}[
+            kind
+        ](data)
+        _save(path, data)
+    before = path.read_bytes() if path.exists() else None
+    code, lines = _cli(capsys, "submission", "verify", path)
+    assert code == 2
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {path}: ") and expected in lines[0], lines
+    assert (path.read_bytes() if path.exists() else None) == before  # nothing written
+
+
+def test_choice_is_seeded_sorted_and_without_replacement() -> None:
+    records = [Record("t", m, f"s{i}", float(i)) for m in ("b", "a") for i in range(10)]
+    ordered = sorted(records)
+    assert ordered[0] == Record("t", "a", "s0", 0.0) and ordered[-1] == Record("t", "b", "s9", 9.0)
+    picked = choose(records, 5, seed=3)
+    expected = sorted(np.random.default_rng(3).choice(20, size=5, replace=False).tolist())
+    assert picked == [ordered[i] for i in expected]  # the documented rule, reproducible by anyone
+    assert len(set(picked)) == 5 and picked == sorted(picked)
+    assert choose(list(reversed(records)), 5, seed=3) == picked  # the file's order does not matter
+    assert choose(records, 5, seed=4) != picked
+    assert choose(records, 20, seed=3) == ordered == choose(records, 99, seed=0)
+
+
+def test_recorded_values_skip_na_and_reject_bad_values(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    data: dict[str, Any] = {"tracks": {"t": {"metrics": {"m": {"samples": {"a": 0.5, "b": None, "c": 1}}}}}}
+    assert recorded_values(path, data) == [Record("t", "m", "a", 0.5), Record("t", "m", "c", 1.0)]
+    data["tracks"]["t"]["metrics"]["m"]["samples"]["b"] = "0.5"
+    with pytest.raises(XaibenchError, match=r"x\.json: tracks/t/metrics/m/samples/b is '0.5', not a number"):
+        recorded_values(path, data)
+    data["tracks"]["t"]["metrics"]["m"]["samples"] = {"a": None}
+    with pytest.raises(XaibenchError, match="every recorded value is n/a"):
+        recorded_values(path, data)
+
+
+def test_run_config_samples_restricts_a_track_to_those_ids_within_the_limit(tmp_path: Path) -> None:
+    config = RunConfig(
+        explainers=["random"],
+        tracks=["shapes"],
+        metrics=["iou"],
+        limit=LIMIT,
+        workdir=tmp_path / "w",
+        progress=False,
+        use_cache=False,
+        examples=0,
+        executor="inprocess",
+        samples={"shapes": ["shapes-test-0005", "shapes-test-0002"]},
+    )
+    runner = Runner(config, get_registry())
+    (spec,) = runner.specs
+    track = runner.load(spec)
+    assert [s.id for s in track.samples] == ["shapes-test-0002", "shapes-test-0005"]  # in track order
+    summary = runner.run().summary
+    assert sorted(summary["tracks"]["shapes"]["explainers"]["random"]["metrics"]["iou"]["samples"]) == [
+        "shapes-test-0002",
+        "shapes-test-0005",
+    ]
+    config.samples = {"shapes": ["shapes-test-0009"]}  # beyond the first 8
+    with pytest.raises(XaibenchError, match="track 'shapes': no sample 'shapes-test-0009' among its first 8 samples"):
+        Runner(config, get_registry()).load(spec)

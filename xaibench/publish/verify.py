@@ -1,0 +1,440 @@
+"""``xaibench submission verify``: re-run a seeded random subset of a submission's records.
+
+A submission records, per track and metric, every sample's value (``samples``: sample id ->
+value, ``null`` for n/a) and the provenance that produced it: suite, seed, run limit, the
+explainer's name, version and parameters, each track's dataset revision and model identity,
+each metric's version and parameters, the device and torch's thread count. Verification:
+
+1. lists the (track, metric, sample) records with a value, sorted, and picks ``k`` of them with
+   ``numpy.random.default_rng(seed).choice`` without replacement (all of them when there are no
+   more than ``k``), so the same ``--seed`` picks the same records;
+2. checks, before any work, that the submission can be re-run as recorded: the installed
+   explainer's version and resolved parameters, each metric's version and the parameters the
+   suite gives it, and each track's dataset (name, revision, parameters) and model (name,
+   identity, parameters) equal the recorded ones. A difference is a failure naming it, and
+   nothing is re-run;
+3. re-runs exactly the samples of the chosen records (:attr:`RunConfig.samples`), each from the
+   track's first ``limit`` samples as the original run had them, in a fresh temporary work
+   folder without the explanation cache, on the recorded device (the CPU when that device is
+   not available here, which is said) with the recorded thread count, explainer code in the
+   default local worker process;
+4. compares each re-run value with the recorded one: a match when ``|a - b| <= 1e-6``
+   (absolute), or when both are n/a.
+
+Explainers and metrics draw their randomness per sample (:mod:`xaibench.seeds`), so a sample's
+value does not depend on the other samples of its batch: re-running a subset reproduces it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xaibench.errors import XaibenchError
+from xaibench.files import write_json_atomic
+from xaibench.plugins.manager import Registry
+from xaibench.publish.submission import load_submission
+from xaibench.runner.run import RunConfig, Runner, resolve_metrics, resolve_tracks
+from xaibench.version import __version__
+
+TOLERANCE = 1e-6
+"""Largest absolute difference between a recorded and a re-run value that still matches."""
+DEFAULT_SAMPLES = 16
+"""Records re-run by default (``--samples``)."""
+VOLATILE_METRIC_PARAMS = ("checkpoint",)
+"""Metric parameters not compared: a PASTA checkpoint's name or path (its content is compared,
+as ``checkpoint_sha256``)."""
+
+
+@dataclass(frozen=True, order=True)
+class Record:
+    """One recorded value: ``track/metric/sample``."""
+
+    track: str
+    metric: str
+    sample_id: str
+    value: float
+
+    def __str__(self) -> str:
+        return f"{self.track}/{self.metric}/{self.sample_id}"
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A record whose re-run value (``None``: n/a) differs from the recorded one by more than the tolerance."""
+
+    record: Record
+    rerun: float | None
+
+    def __str__(self) -> str:
+        return f"{self.record}: recorded {_number(self.record.value)}, re-run {_number(self.rerun)}"
+
+
+@dataclass
+class Verification:
+    """The outcome of verifying one submission file.
+
+    ``checked`` records were chosen and ``matched`` of them were reproduced within
+    ``tolerance``; ``differences`` lists provenance that differs from what is installed here
+    (then nothing was re-run and ``matched`` is 0); ``notes`` say what was re-run and how
+    (device, threads) and what may make numbers differ without being a failure.
+    """
+
+    path: Path
+    explainer: str
+    checked: int
+    matched: int = 0
+    tolerance: float = TOLERANCE
+    mismatches: list[Mismatch] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    verified_at: str = ""
+    submission: dict[str, Any] = field(default_factory=dict, repr=False)  # the content verified
+
+    @property
+    def passed(self) -> bool:
+        return not self.differences and self.matched == self.checked
+
+    def block(self) -> dict[str, Any]:
+        """The submission's top-level ``verification`` object."""
+        return {
+            "verified_at": self.verified_at,
+            "checked": self.checked,
+            "matched": self.matched,
+            "tolerance": self.tolerance,
+            "passed": self.passed,
+            "xaibench": __version__,
+        }
+
+    def lines(self) -> list[str]:
+        """What the command prints after the notes: one line per difference or mismatch, then the verdict."""
+        if self.differences:
+            return [
+                *self.differences,
+                f"FAILED: {self.path} cannot be re-run as recorded ({len(self.differences)} "
+                f"difference{'s' if len(self.differences) != 1 else ''} above); none of {self.checked} records re-run",
+            ]
+        out = [str(m) for m in self.mismatches]
+        if self.passed:
+            out.append(f"verified: {self.matched} of {self.checked} records match to {self.tolerance:g}")
+        else:
+            differ = self.checked - self.matched
+            out.append(
+                f"FAILED: {differ} of {self.checked} records differ by more than {self.tolerance:g} "
+                f"({self.matched} match)"
+            )
+        return out
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else repr(float(value))
+
+
+def _json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), to compare with a recorded value."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def recorded_values(path: Path, data: Mapping[str, Any]) -> list[Record]:
+    """Every (track, metric, sample) record of the submission ``data`` that has a value, sorted.
+
+    Raises :class:`XaibenchError` naming ``path`` when a ``samples`` map is malformed, or when
+    the submission has no per-sample values at all (written before they were recorded)."""
+    out: list[Record] = []
+    maps = 0
+    for track, block in data["tracks"].items():
+        metrics = block.get("metrics") if isinstance(block, dict) else None
+        if not isinstance(metrics, dict):
+            raise XaibenchError(f"{path}: track {track!r} has no metrics object")
+        for metric, summary in metrics.items():
+            samples = summary.get("samples") if isinstance(summary, dict) else None
+            if samples is None:
+                continue
+            if not isinstance(samples, dict):
+                raise XaibenchError(f"{path}: tracks/{track}/metrics/{metric}/samples is not an object")
+            maps += 1
+            for sample_id, value in samples.items():
+                if value is None:
+                    continue
+                if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                    raise XaibenchError(
+                        f"{path}: tracks/{track}/metrics/{metric}/samples/{sample_id} is {value!r}, "
+                        "not a number or null"
+                    )
+                out.append(Record(str(track), str(metric), str(sample_id), float(value)))
+    if not maps:
+        raise XaibenchError(
+            f"{path}: no per-sample values to verify (no metric has a 'samples' map); "
+            "re-run the explainer with this xaibench to record them"
+        )
+    if not out:
+        raise XaibenchError(f"{path}: no per-sample values to verify (every recorded value is n/a)")
+    return sorted(out)
+
+
+def choose(records: Sequence[Record], k: int, seed: int = 0) -> list[Record]:
+    """``k`` of ``records`` (sorted first), drawn with ``numpy.random.default_rng(seed)`` without
+    replacement and returned in sorted order; all of them when there are no more than ``k``."""
+    ordered = sorted(records)
+    if k >= len(ordered):
+        return ordered
+    picked = np.random.default_rng(seed).choice(len(ordered), size=k, replace=False)
+    return [ordered[i] for i in sorted(int(i) for i in picked)]
+
+
+def _field(path: Path, data: Mapping[str, Any], key: str, kind: type, default: Any, label: str = "") -> Any:
+    value = data.get(key, default)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise XaibenchError(f"{path}: {label or key} is {value!r}; cannot re-run it")
+    return value
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _limit(path: Path, data: Mapping[str, Any], tracks: Sequence[str]) -> int | None:
+    """The sample limit that gives each of ``tracks`` its recorded samples: the largest recorded
+    ``n_samples`` (datasets yield their samples in a fixed order, so the first ``n`` of a larger
+    limit are the same), else the run's recorded ``limit``."""
+    counts = [_object(data["tracks"][t].get("provenance")).get("n_samples") for t in tracks]
+    if all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in counts):
+        return max(counts)
+    limit = _object(data.get("run")).get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise XaibenchError(f"{path}: run.limit is {limit!r}; cannot re-run it")
+    return limit
+
+
+def _differs(what: str, recorded: Any, here: Any) -> str | None:
+    if _json(recorded) == _json(here):
+        return None
+    return f"{what}: recorded {json.dumps(_json(recorded))}, here {json.dumps(_json(here))}"
+
+
+def _metric_differences(
+    path: Path, data: Mapping[str, Any], chosen: Sequence[Record], registry: Registry, specs: Mapping[str, Any]
+) -> list[str]:
+    """Each (track, metric) of ``chosen`` whose installed version or suite-given parameters differ."""
+    out: list[str] = []
+    for track, metric in sorted({(r.track, r.metric) for r in chosen}):
+        recorded = data["tracks"][track]["metrics"][metric]
+        try:
+            (instance,) = resolve_metrics(registry, specs[track], [metric])
+        except XaibenchError as exc:
+            raise XaibenchError(f"{path}: {track}/{metric}: {exc}") from None
+        where = f"{track}/{metric}"
+        if isinstance(recorded.get("version"), str):
+            out.append(_differs(f"{where}: metric version", recorded["version"], instance.version) or "")
+        params = recorded.get("params")
+        if isinstance(params, dict):
+            mine = dict(instance.params)
+            if "checkpoint_sha256" in params and "checkpoint_sha256" in mine:
+                params = {k: v for k, v in params.items() if k not in VOLATILE_METRIC_PARAMS}
+                mine = {k: v for k, v in mine.items() if k not in VOLATILE_METRIC_PARAMS}
+            out.append(_differs(f"{where}: metric params", params, mine) or "")
+    return [line for line in out if line]
+
+
+def _track_differences(recorded: Mapping[str, Any], here: Mapping[str, Any], track: str) -> list[str]:
+    """The recorded provenance of ``track`` against the one loaded here: dataset name, revision,
+    parameters; model name, identity, parameters; the target rule."""
+    out = []
+    for part, keys in (("dataset", ("name", "revision", "params")), ("model", ("name", "identity", "params"))):
+        mine, theirs = here.get(part) or {}, recorded.get(part) or {}
+        for key in keys:
+            if key in theirs:
+                out.append(_differs(f"{track}: {part} {key}", theirs[key], mine.get(key)))
+    if "target" in recorded:
+        out.append(_differs(f"{track}: target", recorded["target"], here.get("target")))
+    return [line for line in out if line]
+
+
+def verify_submission(
+    path: Path,
+    registry: Registry,
+    *,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> Verification:
+    """Verify the submission file ``path`` by re-running ``samples`` of its records (see the
+    module doc); ``seed`` picks them. ``log`` gets the notes (what is re-run, where) as they
+    come. The file is not changed (see :func:`record_verification`).
+
+    Bad input raises :class:`XaibenchError` naming ``path``: a missing or unreadable file,
+    invalid JSON, not a submission, no per-sample values, an explainer, suite, track or metric
+    that is not installed here. Provenance that differs is not an error but a failed
+    :class:`Verification` listing the differences."""
+    say = log or (lambda line: None)
+    started = time.perf_counter()
+    data = load_submission(path)
+    chosen = choose(recorded_values(path, data), samples, seed)
+    block = data["explainer"]
+    name = block["name"]
+    result = Verification(path=path, explainer=name, checked=len(chosen), submission=data)
+    params = _field(path, block, "params", dict, {}, "explainer.params")
+    run_seed = _field(path, data, "seed", int, 0)
+    suite = _field(path, data, "suite", str, "default")
+    environment = _object(data.get("environment"))
+    threads = environment.get("torch_threads", _object(data.get("run")).get("torch_threads", 1))
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise XaibenchError(f"{path}: environment.torch_threads is {threads!r}; cannot re-run it")
+    device = environment.get("device") if isinstance(environment.get("device"), str) else "cpu"
+    tracks = sorted({r.track for r in chosen})
+    try:
+        info = registry.info("explainer", name)
+        specs = {s.name: s for s in resolve_tracks(registry, suite, tracks)}
+    except XaibenchError as exc:
+        raise XaibenchError(f"{path}: {exc}") from None
+
+    # 1. What can be checked without loading anything: versions and parameters.
+    if isinstance(block.get("version"), str):
+        result.differences += [_differs(f"explainer {name} version", block["version"], info.version) or ""]
+    result.differences += _metric_differences(path, data, chosen, registry, specs)
+    result.differences = [d for d in result.differences if d]
+    if result.differences:
+        return _done(result, started)
+
+    ids = {t: sorted({r.sample_id for r in chosen if r.track == t}) for t in tracks}
+    metrics = sorted({r.metric for r in chosen})
+    with tempfile.TemporaryDirectory(prefix="xaibench-verify-") as workdir:
+        config = RunConfig(
+            explainers=[name],
+            suite=suite,
+            tracks=tracks,
+            metrics=metrics,
+            explainer_params={name: params},
+            seed=run_seed,
+            limit=_limit(path, data, tracks),
+            workdir=Path(workdir),
+            threads=threads,
+            progress=False,
+            use_cache=False,
+            examples=0,
+            device=device,
+            samples=ids,
+        )
+        runner = _runner(path, config, registry, result)
+        try:
+            # 2. The explainer as constructed here, and each track's dataset and model.
+            handle = runner.explainers[name]
+            if handle.error is not None:
+                result.differences.append(f"explainer {name} cannot be constructed here: {handle.error}")
+            diff = _differs(f"explainer {name} params", params, dict(handle.params))
+            result.differences += [diff] if diff else []
+            for spec in runner.specs:
+                try:
+                    loaded = runner.load(spec)
+                except XaibenchError as exc:
+                    raise XaibenchError(f"{path}: cannot re-run track {spec.name!r}: {exc}") from None
+                recorded = _object(data["tracks"][spec.name].get("provenance"))
+                result.differences += _track_differences(recorded, loaded.provenance, spec.name)
+            if result.differences:
+                runner.executor.close()
+                return _done(result, started)
+            here = runner.environment
+            _environment_notes(environment, here, result, same_device=config.device == device)
+            n_samples = sum(len(v) for v in ids.values())
+            result.notes.insert(
+                0,
+                f"re-running {len(chosen)} of the records of {name} in {path} ({n_samples} samples of "
+                f"{len(tracks)} track{'s' if len(tracks) != 1 else ''}, metrics {', '.join(metrics)}; "
+                f"seed {run_seed}, device {here['device']}, {here['torch_threads']} "
+                f"thread{'s' if here['torch_threads'] != 1 else ''})",
+            )
+            for note in result.notes:
+                say(note)
+        except BaseException:
+            runner.executor.close()
+            raise
+        summary = runner.run().summary
+    for record in chosen:
+        rerun = _rerun_value(summary, record, name)
+        if _matches(record.value, rerun, result.tolerance):
+            result.matched += 1
+        else:
+            result.mismatches.append(Mismatch(record, rerun))
+    return _done(result, started)
+
+
+def _runner(path: Path, config: RunConfig, registry: Registry, result: Verification) -> Runner:
+    """The runner of ``config``; on the CPU when the recorded device is not available here (noted)."""
+    try:
+        return Runner(config, registry)
+    except XaibenchError as exc:
+        if not str(exc).startswith("--device") or config.device == "cpu":
+            raise XaibenchError(f"{path}: {exc}") from None
+        reason = str(exc).split(":", 1)[1].split(";")[0].strip()
+        result.notes.append(
+            f"the recorded device {config.device} is not available here ({reason}): re-running on cpu, "
+            "where values may differ"
+        )
+        config.device = "cpu"
+    try:
+        return Runner(config, registry)
+    except XaibenchError as exc:
+        raise XaibenchError(f"{path}: {exc}") from None
+
+
+def _environment_notes(
+    recorded: Mapping[str, Any], here: Mapping[str, Any], result: Verification, *, same_device: bool
+) -> None:
+    """Notes on what differs from the recorded environment and may change numbers (not failures);
+    a device already replaced by the CPU (``same_device`` false) has its note."""
+    keys = (("device_name", "device"), ("torch", "torch"), ("xaibench", "xaibench"))
+    for key, what in keys if same_device else keys[1:]:
+        theirs, mine = recorded.get(key), here.get(key)
+        if theirs is not None and mine is not None and theirs != mine:
+            result.notes.append(f"recorded with {what} {theirs}, re-run with {mine}: values may differ")
+
+
+def _rerun_value(summary: Mapping[str, Any], record: Record, explainer: str) -> float | None:
+    try:
+        value = summary["tracks"][record.track]["explainers"][explainer]["metrics"][record.metric]["samples"][
+            record.sample_id
+        ]
+    except (KeyError, TypeError):
+        return None
+    return None if value is None else float(value)
+
+
+def _matches(recorded: float | None, rerun: float | None, tolerance: float) -> bool:
+    if recorded is None or rerun is None:
+        return recorded is None and rerun is None
+    return abs(recorded - rerun) <= tolerance
+
+
+def _done(result: Verification, started: float) -> Verification:
+    result.seconds = time.perf_counter() - started
+    result.verified_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return result
+
+
+def record_verification(path: Path, result: Verification, verified: Mapping[str, Any] | None = None) -> None:
+    """Write ``result.block()`` as the top-level ``verification`` object of the submission file
+    ``path`` (atomically; an earlier one is replaced). ``verified`` is the content that was
+    verified: when the file no longer holds it (rewritten meanwhile), nothing is written and
+    :class:`XaibenchError` says so."""
+    data = load_submission(path)
+    if verified is not None:
+        strip = {k: v for k, v in verified.items() if k != "verification"}
+        if {k: v for k, v in data.items() if k != "verification"} != strip:
+            raise XaibenchError(f"{path}: changed while it was being verified; verification not recorded")
+    data["verification"] = result.block()
+    try:
+        write_json_atomic(path, data)
+    except OSError as exc:
+        raise XaibenchError(f"{path}: cannot record the verification ({exc.strerror or exc})") from None
