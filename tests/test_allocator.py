@@ -14,8 +14,8 @@ CHILD = """
 import ctypes, ctypes.util, sys
 import numpy as np
 class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+    _fields_ = [(n, ctypes.c_size_t) for n in names.split()]
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.mallinfo2.restype = MallInfo2
 if sys.argv[1] == "tuned":

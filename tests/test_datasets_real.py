@@ -665,3 +665,24 @@ def test_real_suite_mohseni_without_voc_uses_imagenet_subset(tmp_path: Path, mon
     monkeypatch.setenv("XAIBENCH_DATA_MOHSENI", str(root))
     (track,) = RealSuite().tracks()
     assert track.dataset == "mohseni" and track.dataset_params["subset"] == "imagenet"
+
+
+def test_centre_prior_no_longer_hits_every_human_attention_image() -> None:
+    """DESIGN 2: the pointing game on multi-level maps uses A = M >= 0.5. Under A = M > 0 (35-50 %
+    of each picture) the model-free centre prior hit 25 of 25 images."""
+    from xaibench.api import MetricInput
+    from xaibench.metrics.plugin import METRICS
+
+    root = shared("human-attention")
+    samples = list(HumanAttentionDataset(root=str(root)).samples())
+    assert len(samples) == 25
+    metric = next(m for m in METRICS if m.name == "pointing_game")()
+    hits = []
+    for sample in samples:
+        h, w = sample.size
+        yy, xx = np.mgrid[0:h, 0:w]
+        centre = np.exp(-((yy - (h - 1) / 2) ** 2 + (xx - (w - 1) / 2) ** 2) / (h * w)).astype(np.float32)
+        batch = MetricInput(saliency=centre[None], concepts=None, samples=[sample], targets=np.zeros(1, int))
+        hits.append(metric.score(batch).values[0])
+    assert all(v in (0.0, 1.0) for v in hits)
+    assert 0 < sum(hits) < 25, sum(hits)

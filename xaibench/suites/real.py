@@ -47,8 +47,9 @@ def find_roots() -> dict[str, Path | str | None]:
 
 # Human ground truth is what these tracks add, so they run every alignment metric; faithfulness
 # is limited to deletion/insertion with 20 steps (EfficientNet-Lite0 costs ~30 ms a forward pass
-# on 2 cores). `--metric` or `--suite` choices override this.
-REAL_METRICS = ("family:alignment", "family:perceptual", "deletion", "insertion")
+# on 2 cores); the sanity check runs on every track with a model (DESIGN 4b). `--metric` or
+# `--suite` choices override this.
+REAL_METRICS = ("family:alignment", "family:perceptual", "model_randomisation", "deletion", "insertion")
 REAL_METRIC_PARAMS = {"deletion": {"steps": 20}, "insertion": {"steps": 20}}
 
 
