@@ -138,8 +138,8 @@ def test_leaderboard_md_renders_inert_as_commonmark(tables: bool) -> None:
 
 def test_md_escape_breaks_every_markdown_and_html_construct() -> None:
     assert md_escape("<img src=x>") == "&lt;img src=x&gt;"
-    assert md_escape("[a](j:x)") == "\\[a\\]\\(j:x\\)"
-    assert md_escape("![i](p)") == "\\!\\[i\\]\\(p\\)"
+    assert md_escape("[a](j:x)") == "\\[a\\](j:x)"  # no link: the brackets are escaped
+    assert md_escape("![i](p)") == "\\!\\[i\\](p)"
     assert md_escape("# h") == "\\# h" and md_escape("- l") == "\\- l" and md_escape("+ l") == "\\+ l"
     assert md_escape("a-b") == "a-b"  # only a leading - starts a list
     assert md_escape("x|y\\z`*_~") == "x\\|y\\\\z\\`\\*\\_\\~"

@@ -172,7 +172,7 @@ def test_a_metric_ranks_only_on_at_least_8_shared_samples(shared: int) -> None:
             assert rows[(x, "rank:overall")]["rank"] is None and rows[(x, "rank:overall")]["value"] is None
         assert board.families["t"]["alignment"]["ranked"] is False
         md = to_markdown(board)
-        assert "too few samples \\(n = 7\\)" in md  # in the header (every cell shares it)
+        assert "too few samples (n = 7)" in md  # in the header (every cell shares it)
 
 
 def test_an_explainer_sharing_too_few_samples_with_everyone_is_left_out_the_others_rank() -> None:

@@ -172,7 +172,9 @@ def visible(text: str) -> str:
 
 
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
-_MARKDOWN = frozenset("\\`*_[]()!|#~")
+_MARKDOWN = frozenset("\\`*_[]!|#~")
+"""Backslash-escaped in Markdown. Parentheses are left as they are: with ``[``, ``]`` and ``!``
+escaped no link or image can form, and labels such as "PASTA (proxy, ...)" stay readable."""
 
 
 def md_escape(text: str) -> str:
