@@ -26,13 +26,6 @@ needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device")
 METRICS = ["iou", "pointing_game", "deletion"]
 
 
-@pytest.fixture()
-def registry(monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
-    reg = manager.Registry()
-    monkeypatch.setattr(manager, "_REGISTRY", reg)
-    return reg
-
-
 def _config(workdir: Path, explainers: list[str], **kw: Any) -> RunConfig:
     defaults: dict[str, Any] = {
         "explainers": explainers,

@@ -42,10 +42,9 @@ PID_DIR = "XAIBENCH_TEST_PID_DIR"
 
 
 @pytest.fixture()
-def registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> manager.Registry:
-    """A fresh process registry with the hostile plugin, restored afterwards."""
-    reg = manager.Registry()
-    monkeypatch.setattr(manager, "_REGISTRY", reg)
+def registry(registry: manager.Registry, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> manager.Registry:
+    """The fresh process registry (tests/conftest.py) with the hostile plugin."""
+    reg = registry
     monkeypatch.setenv(PID_DIR, str(tmp_path / "pids"))
     (tmp_path / "pids").mkdir()
     reg.add_plugin(HostilePlugin(), name="hostile")

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 from xaibench import hookimpl
@@ -19,14 +18,6 @@ from xaibench.plugins import manager
 from xaibench.runner.run import RunConfig, run
 
 METRICS = ("iou", "pointing_game")
-
-
-@pytest.fixture()
-def registry(monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
-    """A fresh process registry for the test, restored afterwards."""
-    reg = manager.Registry()
-    monkeypatch.setattr(manager, "_REGISTRY", reg)
-    return reg
 
 
 class _Faulty(Explainer):

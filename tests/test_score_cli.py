@@ -122,13 +122,6 @@ class _FixedPlugin:
         register(_Fixed)
 
 
-@pytest.fixture()
-def registry(monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
-    reg = manager.Registry()
-    monkeypatch.setattr(manager, "_REGISTRY", reg)
-    return reg
-
-
 def test_score_and_run_give_identical_values_for_identical_maps(
     tmp_path: Path, registry: manager.Registry, capsys: pytest.CaptureFixture[str]
 ) -> None:

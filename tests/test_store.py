@@ -27,13 +27,6 @@ from xaibench.runner.store import RecordStore, WorkdirLock
 METRICS = ("iou", "pointing_game")
 
 
-@pytest.fixture()
-def registry(monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
-    reg = manager.Registry()
-    monkeypatch.setattr(manager, "_REGISTRY", reg)
-    return reg
-
-
 def _config(workdir: Path, explainers: list[str], **kw: Any) -> RunConfig:
     defaults: dict[str, Any] = {
         "explainers": explainers,

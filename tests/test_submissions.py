@@ -235,13 +235,6 @@ def test_mean_curve_interpolates_other_grids_and_skips_bad_curves() -> None:
 # ----------------------------------------------------------------------------- what run writes
 
 
-@pytest.fixture()
-def registry(monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
-    reg = manager.Registry()
-    monkeypatch.setattr(manager, "_REGISTRY", reg)
-    return reg
-
-
 def test_run_writes_valid_submissions_with_overlays_histograms_curves(
     tmp_path: Path, registry: manager.Registry
 ) -> None:

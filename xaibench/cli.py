@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from xaibench.errors import XaibenchError
+from xaibench.params import parse_value
 from xaibench.plugins.manager import KIND_BASES, get_registry
 
 console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "160")))
@@ -40,17 +41,10 @@ def _parse_params(items: Sequence[str]) -> dict[str, dict[str, Any]]:
 def _json_value(raw: str, item: str, option: str) -> Any:
     """``raw`` parsed as JSON when it is JSON, else the string itself; hostile JSON is a usage error."""
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
-    except (ValueError, RecursionError) as exc:  # an integer over 4,300 digits; nesting deeper than the stack
-        what = (
-            "is JSON nested too deeply"
-            if isinstance(exc, RecursionError)
-            else f"holds a number of over {sys.get_int_max_str_digits()} digits"
-        )
+        return parse_value(raw)
+    except ValueError as exc:
         shown = item if len(item) <= 60 else item[:57] + "..."
-        raise click.BadParameter(f"{shown!r}: the value {what}", param_hint=f"'{option}'") from None
+        raise click.BadParameter(f"{shown!r}: the value {exc}", param_hint=f"'{option}'") from None
 
 
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")

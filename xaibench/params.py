@@ -109,3 +109,20 @@ def resolve_params(
         known = ", ".join(sorted(defaults)) or "none"
         raise ValueError(f"{kind} {owner!r}: unknown parameter(s) {unknown}; known: {known}")
     return check_params(owner, specs, {**defaults, **given}, kind=kind)
+
+
+def parse_value(raw: str) -> Any:
+    """A ``KEY=VALUE`` option's value: ``raw`` parsed as JSON when it is JSON, else the string
+    itself. Hostile JSON raises ``ValueError`` saying what is wrong (an integer over Python's
+    4,300-digit conversion limit, nesting deeper than the stack)."""
+    import json
+    import sys
+
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    except RecursionError:
+        raise ValueError("is JSON nested too deeply") from None
+    except ValueError:
+        raise ValueError(f"holds a number of over {sys.get_int_max_str_digits()} digits") from None

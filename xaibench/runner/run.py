@@ -30,7 +30,7 @@ from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.examples import EXAMPLES_PER_TRACK, ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
-from xaibench.runner.explain import Explanations, explain_track, track_model_spec
+from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import RecordMaker, explainer_block, metric_block, runtime_key
 from xaibench.runner.store import RecordStore, WorkdirLock
@@ -402,8 +402,6 @@ class Runner:
         ``n_samples`` (samples with a missing record) sizes the progress bar. Metrics that re-run
         the explainer on the track's samples (``model_randomisation``) go through the explanation
         cache too (:class:`~xaibench.runner.explain.CachedExplainer`)."""
-        from xaibench.runner.explain import CachedExplainer
-
         assert state.explanations is not None
         store, records = state.store, state.records
         index = state.track.sample_index()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
+
+from xaibench.params import parse_value
 
 __all__ = ["pasta"]
 
@@ -20,17 +21,10 @@ def _kv(items: tuple[str, ...], what: str) -> dict[str, Any]:
             raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint=what)
         key, raw = item.split("=", 1)
         try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-        except (ValueError, RecursionError) as exc:  # an integer over 4,300 digits; nesting deeper than the stack
-            problem = (
-                "is JSON nested too deeply"
-                if isinstance(exc, RecursionError)
-                else f"holds a number of over {sys.get_int_max_str_digits()} digits"
-            )
+            out[key] = parse_value(raw)
+        except ValueError as exc:
             shown = item if len(item) <= 60 else item[:57] + "..."
-            raise click.BadParameter(f"{shown!r}: the value {problem}", param_hint=f"'{what}'") from None
+            raise click.BadParameter(f"{shown!r}: the value {exc}", param_hint=f"'{what}'") from None
     return out
 
 
