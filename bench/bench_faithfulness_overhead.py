@@ -25,8 +25,9 @@ import numpy as np
 import torch
 from _faithfulness_common import forward_only_time, load_track, make_batch, timed
 
+from xaibench.allocator import tune_allocator
 from xaibench.api import Explainer
-from xaibench.metrics.faithfulness import perturbation
+from xaibench.metrics.faithfulness import perturbation, road
 from xaibench.metrics.plugin import METRICS
 
 
@@ -59,11 +60,15 @@ class ImputationClock:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=16, help="images per forward pass (the run's default)")
+    parser.add_argument("--imputation-threads", type=int, default=perturbation.CPU_IMPUTATION_THREADS)
     parser.add_argument("--smooth", action="store_true", help="blurred gradient maps (CAM-like) instead of raw")
     parser.add_argument("--metrics", default="", help="comma-separated metric ids (default: all)")
     parser.add_argument("--repeat", type=int, default=1, help="median of this many back-to-back pairs")
     args = parser.parse_args()
+    tune_allocator()  # as xaibench run does
+    perturbation.CPU_IMPUTATION_THREADS = args.imputation_threads
+    road.CPU_IMPUTATION_THREADS = args.imputation_threads
 
     model, inputs, targets, saliency, samples = load_track(args.images, smooth=args.smooth)
     metrics = {cls.name: cls for cls in METRICS}

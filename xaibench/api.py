@@ -213,27 +213,36 @@ class ForwardCounter:
 
     ``device`` is where the model runs (the run's ``--device``): each chunk of ``x`` is moved
     there, and the probabilities come back on ``x``'s device, so a metric may pass CPU tensors
-    whatever the device. ``None``: the model runs wherever ``x`` is."""
+    whatever the device. ``None``: the model runs wherever ``x`` is.
+
+    Forward passes run in ``torch.inference_mode``. ``channels_last`` (default): 4-D image batches
+    are handed to the model in the channels-last memory format, which convolutions read fastest
+    (measured on EfficientNet-Lite0 at 224 px, 2 CPU threads: 13.1 against 16.7 ms per image;
+    ``bench/bench_faithfulness_overhead.py``). Values are the same up to float32 rounding
+    (logits within 1e-5)."""
 
     fn: Callable[[Any], Any]
     batch_size: int = 64
     images: int = 0
     calls: int = 0
     device: Any = None
+    channels_last: bool = True
 
     def __call__(self, x: Any) -> Any:
         import torch
 
         outs = []
         device = None if self.device is None else torch.device(self.device)
-        with torch.no_grad():
+        with torch.inference_mode():
             for start in range(0, int(x.shape[0]), self.batch_size):
                 chunk = x[start : start + self.batch_size]
+                home = chunk.device
                 if device is not None and chunk.device != device:
-                    probs = torch.softmax(self.fn(chunk.to(device)).float(), dim=1)
-                    outs.append(probs.to(chunk.device))
-                else:
-                    outs.append(torch.softmax(self.fn(chunk).float(), dim=1))
+                    chunk = chunk.to(device)
+                if self.channels_last and chunk.dim() == 4:
+                    chunk = chunk.contiguous(memory_format=torch.channels_last)
+                probs = torch.softmax(self.fn(chunk).float(), dim=1)
+                outs.append(probs.to(home))
                 self.images += int(chunk.shape[0])
                 self.calls += 1
         return torch.cat(outs) if outs else torch.empty(0)

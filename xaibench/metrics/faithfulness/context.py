@@ -12,9 +12,11 @@ each ROAD curve. A metric's ``forward_passes`` is the number of images it forwar
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -44,6 +46,12 @@ class FaithfulnessBatch:
     seed: int
     memo: BatchMemo
     source: Any = None  # the batch's saliency array, kept so the memo key (its id) stays unique
+
+    @cached_property
+    def device_inputs(self) -> torch.Tensor:
+        """The inputs on the model's device: perturbed images are built there, so only masks
+        (one byte per pixel) cross from the host."""
+        return self.inputs.to(self.device)
 
     @property
     def pixels(self) -> int:
@@ -127,74 +135,102 @@ def _build(batch: MetricInput) -> FaithfulnessBatch:
     )
 
 
-class BatchedScorer:
-    """Scores images of many samples in full batches of the counter's batch size.
+@dataclass
+class _Job:
+    key: Any
+    count: int
+    build: Callable[[int, int], torch.Tensor]
+    target: int
 
-    ``add`` queues a stack of images with their target class under a key;
-    ``finish`` forwards what is left and returns ``{key: target probabilities}``.
+
+class BatchedScorer:
+    """Scores images of many samples in full batches of the counter's batch size, building each
+    batch just before it is forwarded.
+
+    ``add`` queues a stack of images with their target class under a key; ``add_lazy`` queues
+    ``count`` images that ``build(start, stop)`` makes on demand (a slice of a perturbation
+    curve). ``finish`` forwards them all and returns ``{key: target probabilities}``.
+
+    **Pipeline.** With ``builders >= 1``, that many worker threads build the next batches
+    (masks, fills, imputation) on the model's device while the caller's thread forwards the
+    current one; at most ``builders + 1`` batches exist at once, so peak memory grows with the
+    batch size, not with the number of images queued. ``builders=0`` builds in the caller's
+    thread.
     """
 
-    def __init__(self, ctx: FaithfulnessBatch) -> None:
+    def __init__(self, ctx: FaithfulnessBatch, *, builders: int = 1) -> None:
         self.ctx = ctx
         self.batch_size = max(1, int(ctx.forward.batch_size))
-        self.images: list[torch.Tensor] = []
-        self.targets: list[np.ndarray] = []
-        self.pending = 0
-        self.scored: list[np.ndarray] = []
-        self.spans: dict[Any, tuple[int, int]] = {}
-        self.total = 0
+        self.builders = max(0, int(builders))
+        self.jobs: list[_Job] = []
 
     def add(self, key: Any, images: torch.Tensor, target: int) -> None:
-        k = int(images.shape[0])
-        self.spans[key] = (self.total, self.total + k)
-        self.total += k
-        if k == 0:
-            return
-        self.images.append(images)
-        self.targets.append(np.full(k, target, dtype=np.int64))
-        self.pending += k
-        self._drain(final=False)
+        """Queue ``images`` (``(K, C, H, W)``) for the class ``target`` under ``key``."""
+        self.add_lazy(key, int(images.shape[0]), lambda start, stop: images[start:stop], target)
 
-    def _drain(self, final: bool) -> None:
-        """Forward exactly ``batch_size`` images at a time (the rest too when ``final``),
-        copying only the images of the chunk being forwarded."""
-        while self.pending >= self.batch_size or (final and self.pending):
-            need = min(self.batch_size, self.pending)
-            parts, tparts = [], []
-            while need:
-                head, thead = self.images[0], self.targets[0]
-                k = min(need, int(head.shape[0]))
-                parts.append(head[:k])
-                tparts.append(thead[:k])
-                if k == head.shape[0]:
-                    self.images.pop(0)
-                    self.targets.pop(0)
-                else:
-                    self.images[0], self.targets[0] = head[k:], thead[k:]
-                need -= k
-            chunk = parts[0] if len(parts) == 1 else torch.cat(parts)
-            targets = torch.from_numpy(np.concatenate(tparts))
-            probs = self.ctx.forward(chunk.to(self.ctx.device))
-            self.scored.append(probs[torch.arange(len(targets)), targets].double().cpu().numpy())
-            self.pending -= len(targets)
+    def add_lazy(self, key: Any, count: int, build: Callable[[int, int], torch.Tensor], target: int) -> None:
+        """Queue ``count`` images, image ``i`` being ``build(start, stop)[i - start]``."""
+        self.jobs.append(_Job(key, int(count), build, int(target)))
+
+    def _chunks(self) -> list[list[tuple[int, int, int]]]:
+        """Batches of ``(job index, start, stop)`` pieces, each ``batch_size`` images (the last fewer)."""
+        chunks: list[list[tuple[int, int, int]]] = []
+        current: list[tuple[int, int, int]] = []
+        room = self.batch_size
+        for j, job in enumerate(self.jobs):
+            start = 0
+            while start < job.count:
+                stop = min(job.count, start + room)
+                current.append((j, start, stop))
+                room -= stop - start
+                start = stop
+                if room == 0:
+                    chunks.append(current)
+                    current, room = [], self.batch_size
+        if current:
+            chunks.append(current)
+        return chunks
+
+    def _build(self, pieces: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        device = self.ctx.device
+        parts = [self.jobs[j].build(start, stop).to(device, non_blocking=True) for j, start, stop in pieces]
+        targets = [torch.full((stop - start,), self.jobs[j].target, dtype=torch.int64) for j, start, stop in pieces]
+        images = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return images, torch.cat(targets).to(images.device)
 
     def finish(self) -> dict[Any, np.ndarray]:
-        self._drain(final=True)
-        flat = np.concatenate(self.scored) if self.scored else np.zeros(0)
-        return {key: flat[a:b] for key, (a, b) in self.spans.items()}
+        chunks = self._chunks()
+        scored: list[np.ndarray] = []
+        for images, targets in pipelined(self._build, chunks, workers=self.builders):
+            probs = self.ctx.forward(images)
+            scored.append(probs[torch.arange(len(targets), device=probs.device), targets].double().cpu().numpy())
+        flat = np.concatenate(scored) if scored else np.zeros(0)
+        out: dict[Any, np.ndarray] = {}
+        offset = 0
+        for job in self.jobs:
+            out[job.key] = flat[offset : offset + job.count]
+            offset += job.count
+        return out
 
 
-def prefetched(fn: Callable[[Any], Any], jobs: list[Any], *, threaded: bool) -> Iterator[tuple[Any, Any]]:
-    """Yield ``(job, fn(job))`` in order; with ``threaded``, one worker thread computes the
-    next job while the caller consumes the current one (at most two results in memory)."""
-    if not threaded or len(jobs) < 2:
+def pipelined(fn: Callable[[Any], Any], jobs: list[Any], *, workers: int) -> Iterator[Any]:
+    """Yield ``fn(job)`` for every job, in order. With ``workers >= 1``, that many threads compute
+    the next results while the caller consumes the current one (at most ``workers + 1`` results
+    exist at once); with 0, or a single job, everything runs in the caller's thread."""
+    if workers < 1 or len(jobs) < 2:
         for job in jobs:
-            yield job, fn(job)
+            yield fn(job)
         return
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        ahead = pool.submit(fn, jobs[0])
-        for i, job in enumerate(jobs):
-            result = ahead.result()
-            if i + 1 < len(jobs):
-                ahead = pool.submit(fn, jobs[i + 1])
-            yield job, result
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        ahead: deque[Future] = deque()
+        submitted = 0
+        for _ in range(len(jobs)):
+            while submitted < len(jobs) and len(ahead) < workers:
+                ahead.append(pool.submit(fn, jobs[submitted]))
+                submitted += 1
+            result = ahead.popleft().result()
+            if submitted < len(jobs):
+                # Keep ``workers`` builds running while the caller uses this result.
+                ahead.append(pool.submit(fn, jobs[submitted]))
+                submitted += 1
+            yield result

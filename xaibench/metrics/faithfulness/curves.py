@@ -4,6 +4,7 @@ removed or inserted most-salient-first, summarised by its trapezoid area."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,6 +46,7 @@ class CurveMetric(FaithfulnessMetric):
         values, reasons, curves = unscored(len(ctx.ids))
         scorer = BatchedScorer(ctx)
         plans: dict[int, tuple[np.ndarray, dict[int, float]]] = {}
+        shape = ctx.saliency.shape[1:]
         for b in range(len(ctx.ids)):
             if ctx.valid[b]:
                 reasons[b] = ctx.valid[b]
@@ -53,8 +55,12 @@ class CurveMetric(FaithfulnessMetric):
             fixed = {int(c): v for c in distinct if (v := known(b, int(c))) is not None}
             todo = np.array([c for c in distinct if int(c) not in fixed], dtype=np.int64)
             order = saliency_order(ctx.saliency[b : b + 1], "descending")[0]
-            masks = first_k_masks(order, todo, ctx.saliency.shape[1:])
-            scorer.add(b, build(b, masks), int(ctx.targets[b]))
+
+            def make(start: int, stop: int, b: int = b, order: np.ndarray = order, todo: np.ndarray = todo):
+                # Only this slice of the curve's images exists at a time (memory bound by the batch size).
+                return build(b, first_k_masks(order, todo[start:stop], shape))
+
+            scorer.add_lazy(b, len(todo), make, int(ctx.targets[b]))
             plans[b] = (todo, fixed)
         scored = scorer.finish()
         for b, (todo, fixed) in plans.items():
@@ -82,7 +88,7 @@ class Deletion(CurveMetric):
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         n_pix = ctx.pixels
         p0 = ctx.clean_probabilities()
-        zero = torch.zeros(ctx.inputs.shape[1], 1, 1)
+        zero = torch.zeros(ctx.inputs.shape[1], 1, 1, device=ctx.device)
 
         def known(b: int, count: int) -> float | None:
             if count == 0:
@@ -91,7 +97,7 @@ class Deletion(CurveMetric):
                 return float(ctx.baseline_probabilities("zeros", zero)[int(ctx.targets[b])])
             return None
 
-        return self.curves(ctx, lambda b, masks: replace(ctx.inputs[b], masks, zero), known)
+        return self.curves(ctx, lambda b, masks: replace(ctx.device_inputs[b], masks, zero), known)
 
 
 class Insertion(CurveMetric):
@@ -123,8 +129,12 @@ class Insertion(CurveMetric):
         p0 = ctx.clean_probabilities()
         sigma = float(self.params["blur_sigma"])
 
+        @lru_cache(maxsize=4)  # slices arrive sample after sample: a few copies suffice
+        def blurred_copy(b: int) -> torch.Tensor:
+            return blurred(ctx.inputs[b], sigma).to(ctx.device)
+
         def build(b: int, masks: np.ndarray) -> torch.Tensor:
             # The first k pixels (most salient first) come from x, the others from the blurred copy.
-            return replace(blurred(ctx.inputs[b], sigma), masks, ctx.inputs[b])
+            return replace(blurred_copy(b), masks, ctx.device_inputs[b])
 
         return self.curves(ctx, build, lambda b, c: float(p0[b]) if c == n_pix else None)

@@ -47,8 +47,9 @@ NEIGHBOUR_WEIGHTS: tuple[tuple[int, int, float], ...] = (
     (1, 1, 1 / 12),
 )
 
-#: Default bound on the unknowns of one block-diagonal solve (memory of the factors).
-DEFAULT_MAX_UNKNOWNS = 150_000
+#: Default bound on the unknowns of one block-diagonal solve (memory of the factors): about one
+#: 224 px image; larger chunks were no faster (bench/bench_faithfulness_memory.py).
+DEFAULT_MAX_UNKNOWNS = 50_000
 
 
 @lru_cache(maxsize=16)

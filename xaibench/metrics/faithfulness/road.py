@@ -20,11 +20,14 @@ import torch
 from xaibench.api import MetricOutput
 from xaibench.metrics.faithfulness import formulas as fm
 from xaibench.metrics.faithfulness.base import FaithfulnessMetric, unscored
-from xaibench.metrics.faithfulness.context import OWNER, BatchedScorer, FaithfulnessBatch, prefetched
+from xaibench.metrics.faithfulness.context import OWNER, BatchedScorer, FaithfulnessBatch
 from xaibench.metrics.faithfulness.perturbation import (
+    CPU_IMPUTATION_THREADS,
+    Imputation,
     Order,
     Perturbation,
     first_k_masks,
+    imputation_backend,
     noise_field,
     perturb,
     pixel_count,
@@ -56,21 +59,32 @@ def road_curves(
     perturbation: Perturbation,
     orders: Iterable[Order],
     params: Mapping[str, Any],
+    *,
+    imputation: Imputation = "auto",
 ) -> dict[tuple[int, Order], np.ndarray]:
     """p(x'_i) for i in :func:`~xaibench.metrics.faithfulness.formulas.road_percents`, per
     (valid sample, order).
 
     Each curve is computed once per batch and memoised in ``ctx.memo``; the perturbed images of
-    all missing curves are scored together in batches.
+    all missing curves are built batch by batch on the model's device, in worker threads that
+    run ahead of the forward passes (:class:`~xaibench.metrics.faithfulness.context.BatchedScorer`).
+    ``imputation`` picks the solver of the ``road`` perturbation
+    (:func:`~xaibench.metrics.faithfulness.perturbation.imputation_backend`).
     """
     percents = fm.road_percents(params["thresholds"])
     counts = pixel_count(percents, 100, ctx.pixels)
     todo = np.unique(counts[counts > 0])
     p0 = ctx.clean_probabilities()
-    scorer = BatchedScorer(ctx)
+    backend = imputation_backend(ctx.device, imputation)
+    # SuperLU releases the GIL: on the CPU two threads impute while the forwards run (measured in
+    # bench/bench_faithfulness_overhead.py); the other perturbations cost little to build.
+    builders = CPU_IMPUTATION_THREADS if perturbation == "road" and backend == "superlu" else 1
+    scorer = BatchedScorer(ctx, builders=builders)
     pending: dict[tuple[int, Order], tuple] = {}
     out: dict[tuple[int, Order], np.ndarray] = {}
     fields: dict[int, torch.Tensor | None] = {}
+    shape = ctx.saliency.shape[1:]
+    noise = float(params["road_noise"])
     for b in range(len(ctx.ids)):
         if ctx.valid[b]:
             continue
@@ -81,19 +95,20 @@ def road_curves(
                 continue
             if b not in fields:
                 rng = sample_rng(ctx.seed, ctx.ids[b], f"road/{perturbation}")
-                fields[b] = noise_field(perturbation, tuple(ctx.inputs.shape[1:]), rng, ctx.mean, ctx.std)
+                field = noise_field(perturbation, tuple(ctx.inputs.shape[1:]), rng, ctx.mean, ctx.std)
+                fields[b] = None if field is None else field.to(ctx.device)
+            ranking = saliency_order(ctx.saliency[b : b + 1], order)[0]
+
+            def make(start: int, stop: int, b: int = b, ranking: np.ndarray = ranking) -> torch.Tensor:
+                masks = first_k_masks(ranking, todo[start:stop], shape)
+                image = ctx.device_inputs[b]
+                field = fields[b]
+                return perturb(
+                    image, masks, perturbation, field, mean=ctx.mean, std=ctx.std, road_noise=noise, imputation=backend
+                )
+
+            scorer.add_lazy((b, order), len(todo), make, int(ctx.targets[b]))
             pending[(b, order)] = key
-
-    def build(job: tuple[int, Order]) -> torch.Tensor:
-        b, order = job
-        ranking = saliency_order(ctx.saliency[b : b + 1], order)[0]
-        masks = first_k_masks(ranking, todo, ctx.saliency.shape[1:])
-        noise = float(params["road_noise"])
-        return perturb(ctx.inputs[b], masks, perturbation, fields[b], mean=ctx.mean, std=ctx.std, road_noise=noise)
-
-    # The imputation (SciPy's SuperLU releases the GIL) of the next curve runs while this one is scored.
-    for (b, order), images in prefetched(build, list(pending), threaded=perturbation == "road"):
-        scorer.add((b, order), images, int(ctx.targets[b]))
     scored = scorer.finish()
     for (b, order), key in pending.items():
         lookup = {0: float(p0[b]), **{int(c): float(p) for c, p in zip(todo, scored[(b, order)], strict=True)}}
@@ -119,6 +134,9 @@ class RoadMetric(FaithfulnessMetric):
     orders: ClassVar[tuple[Order, ...]] = ()
     default_params: ClassVar[Mapping[str, Any]] = {"thresholds": fm.DEFAULT_THRESHOLDS, "road_noise": 0.01}
     param_specs: ClassVar[Mapping[str, Param]] = {"road_noise": Param(float, low=0.0)}
+    imputation: Imputation = "auto"
+    """Solver of the ``road`` imputation (not a parameter: every solver gives the same images to
+    1e-5, so records do not depend on it)."""
 
     def validate_params(self, params: dict[str, Any]) -> dict[str, Any]:
         given = params["thresholds"]
@@ -139,7 +157,7 @@ class RoadMetric(FaithfulnessMetric):
         raise NotImplementedError
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
-        curves_by = road_curves(ctx, self.perturbation, self.orders, self.params)
+        curves_by = road_curves(ctx, self.perturbation, self.orders, self.params, imputation=self.imputation)
         thresholds = self.params["thresholds"]
         percents = fm.road_percents(thresholds)
         p0 = ctx.clean_probabilities()
