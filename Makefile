@@ -1,13 +1,18 @@
 # Two entry points do all set-up on a fresh machine (see README):
 #   make demo   -> installs, runs the default suite, prints the ranked leaderboard
 #   make test   -> installs, runs the test suite
+# TORCH_INDEX picks the index torch comes from, e.g. a CPU-only one (see README):
+#   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# make dist builds wheels for xaibench and every plugin under plugins/ into $(DIST)/.
 VENV ?= .venv
+DIST ?= dist
+TORCH_INDEX ?=
 PY := $(VENV)/bin/python
 PLUGINS := $(sort $(wildcard plugins/*/pyproject.toml))
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test lint bench install browser clean
+.PHONY: demo test lint bench install browser dist clean
 
 install: $(VENV)/.installed
 
@@ -17,11 +22,14 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "chromium is not installed (needs root and apt): the browser tests will skip"
 
+# imgaug is installed only for its files, the `photos` dataset's quokka and its polygon (never imported:
+# imgaug 0.4.0 does not import under NumPy 2); --no-deps keeps out opencv, matplotlib and Shapely.
 $(VENV)/.installed: pyproject.toml $(PLUGINS) requirements-torch.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -r requirements-torch.txt
-	$(PY) -m pip install --quiet -e '.[test,lint,clip,ray]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(PY) -m pip install --quiet -r requirements-torch.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install --quiet -e '.[test,lint,clip,ray,hf]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(PY) -m pip install --quiet --no-deps imgaug==0.4.0
 	touch $@
 
 demo: install
@@ -36,5 +44,13 @@ lint: install
 bench: install
 	for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
+# Offline: setuptools comes from the set-up (no build isolation), nothing is downloaded.
+dist:
+	@test -x $(PY) || $(MAKE) install
+	rm -rf $(DIST) build $(foreach p,$(PLUGINS),$(dir $(p))build)
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --disable-pip-version-check \
+		--wheel-dir $(DIST) . $(dir $(PLUGINS))
+	@ls $(DIST)
+
 clean:
-	rm -rf $(VENV) .xaibench
+	rm -rf $(VENV) .xaibench $(DIST) build $(foreach p,$(PLUGINS),$(dir $(p))build)

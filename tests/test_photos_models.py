@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -77,8 +78,27 @@ def test_photo_of_missing_package_is_skipped_with_a_note(monkeypatch: pytest.Mon
     monkeypatch.setattr(photos_mod, "package_dir", lambda pkg: None if pkg == "imgaug" else real(pkg))
     ds = PhotosDataset()
     assert "quokka" not in ds.ids
-    assert ds.skipped["quokka"] == "package imgaug is not installed"
-    assert "photo 'quokka' skipped: package imgaug is not installed" in ds.notes
+    hint = "package imgaug is not installed (for its files only: pip install --no-deps imgaug==0.4.0)"
+    assert ds.skipped["quokka"] == hint
+    assert f"photo 'quokka' skipped: {hint}" in ds.notes
+    assert len(ds) == len(PHOTOS) - 1 and "package scikit-image" not in " ".join(ds.notes)
+    monkeypatch.setattr(photos_mod, "package_dir", lambda pkg: None if pkg == "sklearn" else real(pkg))
+    ds = PhotosDataset()
+    assert sorted(ds.skipped) == ["china", "flower"] and "quokka" in ds.ids
+    assert ds.skipped["china"] == "package scikit-learn is not installed (for its files only: pip install scikit-learn)"
+
+
+def test_make_setup_installs_imgaug_for_its_files_only() -> None:
+    """imgaug is no runtime dependency; the README's set-up installs it without its dependencies,
+    with the command the skip note names, so `make demo` keeps all 9 photos."""
+    repo = Path(__file__).resolve().parents[1]
+    deps = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    assert not [d for d in deps if d.lower().startswith("imgaug")], deps
+    (quokka,) = [spec for spec in PHOTOS if spec.package == "imgaug"]
+    makefile = (repo / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("$(VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
+    lines = [line.split() for line in recipe.splitlines() if "imgaug" in line]
+    assert len(lines) == 1 and set(quokka.install.split()) <= set(lines[0]), recipe
 
 
 def test_quokka_mask_from_polygon_file_without_importing_imgaug(

@@ -4,12 +4,13 @@
 declaring the ``xaibench`` entry point, a module with one working explainer built on
 :mod:`xaibench.kit` (gradient x input, to be replaced by your method), tests that use the
 testing kit xaibench ships (the ``register_plugin`` and ``tiny_track`` fixtures, the contract
-checks) and a README::
+checks) and a README. In the environment xaibench is installed in (``.venv/bin/`` of a
+checkout set up with ``make``)::
 
-    xaibench new-plugin my-method --dest .
-    pip install -e xaibench-my-method
-    pytest xaibench-my-method
-    xaibench list explainers          # my-method, distribution xaibench-my-method 0.1.0
+    .venv/bin/xaibench new-plugin my-method --dest .
+    .venv/bin/pip install -e xaibench-my-method
+    .venv/bin/pytest xaibench-my-method
+    .venv/bin/xaibench list explainers          # my-method, distribution xaibench-my-method 0.1.0
 """
 
 from __future__ import annotations
@@ -125,8 +126,11 @@ def test_rejects_bad_parameters():
 README = Template("""\
 # $dist
 
-The `$name` explainer for [xaibench](https://pypi.org/project/xaibench/), made with
-`xaibench new-plugin $name`.
+The `$name` explainer for xaibench, made with `xaibench new-plugin $name`.
+
+Use the Python environment xaibench is installed in. With xaibench's `make` set-up that is
+the `.venv/` of its checkout: `source XAIBENCH_CHECKOUT/.venv/bin/activate` first, or
+prefix each command with `XAIBENCH_CHECKOUT/.venv/bin/`. Then, in this folder:
 
     pip install -e .            # registers the `xaibench` entry point `$name`
     pytest                      # runs tests/ with the fixtures xaibench ships
@@ -136,7 +140,8 @@ Edit `$module/__init__.py`: replace `$cls.explain` (it computes gradient x input
 your method, declare its parameters in `default_params` and their rules in `param_specs`
 (checked when the explainer is built), and bump `version` whenever the maps change (it keys
 the cache). `xaibench.kit` has the helpers (inputs, targets, gradients, seeds, batched
-forwards); see xaibench's docs/writing-plugins.md for every hook and the explainer contract.
+forwards); `docs/writing-plugins.md` in xaibench's source tree has every hook and the
+explainer contract.
 
 Licence: Apache-2.0.
 """)

@@ -13,9 +13,14 @@ the explained class is the model's prediction (DESIGN 1). Only ``quokka`` has a
 real human mask (a polygon drawn by imgaug's author around the animal); the
 others have ``ground_truth=None``, so alignment metrics answer n/a for them.
 
-imgaug 0.4.0 (the wheel that ships the quokka) installs with pip but does not
-import under NumPy 2 (``np.sctypes`` was removed); this module only reads its
-files, so the import failure does not matter.
+imgaug is not a dependency of xaibench: imgaug 0.4.0 (the wheel that ships the
+quokka) does not import under NumPy 2 (``np.sctypes`` was removed) and its
+dependencies pull in opencv, matplotlib and Shapely. The ``make`` set-up installs it
+with ``pip install --no-deps imgaug==0.4.0`` for its files alone; this module only
+reads them. Without it the quokka is skipped with that hint, and the photos track
+has 8 photos (none with a mask). matplotlib and scikit-learn are not dependencies
+either (the ``make`` set-up has them through the plugins and test extras); without
+them their photos are skipped the same way.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class PhotoSpec:
     acceptable: tuple[int, ...] = ()  # other ImageNet classes that also describe the subject
     label_note: str = ""
     polygons: str | None = None  # JSON annotation file (imgaug format) whose polygons form the mask
+    install: str = ""  # how to install the package, which is not a dependency of xaibench
 
 
 PHOTOS: tuple[PhotoSpec, ...] = (
@@ -114,6 +120,7 @@ PHOTOS: tuple[PhotoSpec, ...] = (
         label=652,
         acceptable=(652, 457, 906, 834),
         label_note="a person in a navy uniform; military uniform (bow tie, Windsor tie, suit also fit)",
+        install="pip install matplotlib",
     ),
     PhotoSpec(
         "china",
@@ -123,6 +130,7 @@ PHOTOS: tuple[PhotoSpec, ...] = (
         "CC-BY-2.0",
         "Summer Palace tower, Beijing; photograph by Flickr user danielbuechele (scikit-learn sample images)",
         label_note="a Chinese pagoda tower; no ImageNet-1k class fits (palace, bell cote are near)",
+        install="pip install scikit-learn",
     ),
     PhotoSpec(
         "flower",
@@ -132,6 +140,7 @@ PHOTOS: tuple[PhotoSpec, ...] = (
         "CC-BY-2.0",
         "Dahlia; photograph by Flickr user vultilion (scikit-learn sample images)",
         label_note="a dahlia; ImageNet-1k has only daisy among garden flowers",
+        install="pip install scikit-learn",
     ),
     PhotoSpec(
         "quokka",
@@ -142,6 +151,7 @@ PHOTOS: tuple[PhotoSpec, ...] = (
         "Quokka with a hand-drawn polygon around the animal (imgaug example data)",
         label_note="a quokka; no ImageNet-1k class (wallaby and wombat are near)",
         polygons="quokka_annotations.json",
+        install="pip install --no-deps imgaug==0.4.0",
     ),
 )
 
@@ -215,7 +225,8 @@ class PhotosDataset(Dataset):
         for spec in specs:
             root = package_dir(spec.package)
             if root is None:
-                self.skipped[spec.id] = f"package {spec.distribution} is not installed"
+                hint = f" (for its files only: {spec.install})" if spec.install else ""
+                self.skipped[spec.id] = f"package {spec.distribution} is not installed{hint}"
                 continue
             image = root / spec.path
             annotation = root / spec.polygons if spec.polygons else None
