@@ -514,3 +514,63 @@ def resolve_duplicates(
         if tracks:
             kept.append((path, {**sub, "tracks": tracks}))
     return kept, superseded
+
+
+# ----------------------------------------------------------------------------- display labels
+
+LABEL_MAX_PARAMS = 3
+"""At most this many parameters in a variant's label; more are shown as ``…``."""
+LABEL_MAX_VALUE = 24
+"""Characters of one parameter value in a label; a longer value is cut with ``…``."""
+
+
+def _short_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    return text if len(text) <= LABEL_MAX_VALUE else text[: LABEL_MAX_VALUE - 1] + "…"
+
+
+def _param_label(name: str, params: Mapping[str, Any], keys: Sequence[str]) -> str:
+    shown = [f"{k}={_short_value(params[k])}" for k in keys[:LABEL_MAX_PARAMS]]
+    shown += ["…"] if len(keys) > LABEL_MAX_PARAMS else []
+    return f"{name} ({', '.join(shown)})" if shown else name
+
+
+def _is_variant(key: str, block: Mapping[str, Any]) -> bool:
+    """A parameter variant's file is named ``<name>@<params digest>`` (see ``submission_filename``)."""
+    digest = block.get("params_digest")
+    return "@" in key and (not isinstance(digest, str) or key.endswith("@" + digest))
+
+
+def explainer_labels(blocks: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Display label of each explainer key (file stem -> the submission's ``explainer`` block).
+
+    The label is the explainer's name; a parameter variant (a file ``<name>@<digest>``) adds
+    the parameters that set it apart, e.g. ``zennit-lrp (epsilon=0.25)``: those differing from
+    the default-parameter file of the same name on the board, else those differing among the
+    variants of that name, else all its parameters (at most :data:`LABEL_MAX_PARAMS`, values cut
+    at :data:`LABEL_MAX_VALUE` characters). A label two keys would share falls back to the key,
+    so labels stay unique; the key (with its digest) stays the identifier in rows, CSV and JSON.
+    """
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for key, block in blocks.items():
+        by_name[str(block.get("name", key))].append(key)
+    labels: dict[str, str] = {}
+    for name, keys in by_name.items():
+        params = {k: p if isinstance(p := blocks[k].get("params"), dict) else {} for k in keys}
+        plain = [k for k in keys if not _is_variant(k, blocks[k])]
+        reference = params[plain[0]] if len(plain) == 1 else None
+        for key in keys:
+            if key in plain:
+                labels[key] = name if key == name or len(plain) == 1 else key
+                continue
+            mine = params[key]
+            if reference is not None:
+                differ = [p for p in mine if p not in reference or reference[p] != mine[p]]
+            else:
+                others = [params[k] for k in keys if k != key]
+                differ = [p for p in mine if any(p not in o or o[p] != mine[p] for o in others)]
+            labels[key] = _param_label(name, mine, differ or list(mine)) if mine else key
+    counts: dict[str, int] = defaultdict(int)
+    for label in labels.values():
+        counts[label] += 1
+    return {k: label if counts[label] == 1 else k for k, label in labels.items()}

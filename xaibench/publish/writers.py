@@ -30,6 +30,7 @@ from xaibench.publish.leaderboard import (
     RULES,
     SANITY_METRIC,
     entries_from_submissions,
+    explainer_labels,
     rank_track,
     resolve_duplicates,
     win_rates,
@@ -119,6 +120,8 @@ def build_board(submissions: list[tuple[Path, dict[str, Any]]]) -> Leaderboard:
             board.explainers[earlier].setdefault("superseded", []).append({"track": s["track"], "by": s["by"]})
         board.explainers[later].setdefault("supersedes", []).append({"track": s["track"], "file": s["file"]})
         board.notes.append(f"{s['file']} on track {s['track']} is superseded by the later {s['by']}")
+    for key, label in explainer_labels({k: v["explainer"] for k, v in board.explainers.items()}).items():
+        board.explainers[key]["label"] = label
     board.summary = win_rates(board.rows)
     return board
 
@@ -216,6 +219,13 @@ def _uniform_status(rows: list[dict[str, Any]]) -> str:
     return only if only.startswith("not ranked") else ""
 
 
+def label_of(board: Leaderboard, key: str) -> str:
+    """How an explainer key is shown: its name, a parameter variant with its short parameters
+    (``zennit-lrp (epsilon=0.25)``, see :func:`~xaibench.publish.leaderboard.explainer_labels`)."""
+    label = board.explainers.get(key, {}).get("label")
+    return label if isinstance(label, str) and label else key
+
+
 def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows of a track's view (plain text, not yet escaped): the overall rank, the
     explainer with its flags, family ranks, the ranking metrics, then the sanity metrics."""
@@ -268,7 +278,7 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
         cells = by_explainer[x]
         info = board.explainers.get(x, {})
         disclosure = info.get("disclosure", {}) if isinstance(info.get("disclosure"), dict) else {}
-        name = x + (" (reference, not a method)" if disclosure.get("reference_only") else "")
+        name = label_of(board, x) + (" (reference, not a method)" if disclosure.get("reference_only") else "")
         name += " (tuned on benchmark)" if disclosure.get("tuned_on_benchmark") else ""
         verification = info.get("verification")
         if isinstance(verification, dict) and verification.get("passed") is True:
@@ -323,7 +333,7 @@ def summary_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
         s = board.summary["explainers"][x]
         rate = "—" if s["mean_win_rate"] is None else f"{s['mean_win_rate']:.3f}"
         ranks = [str(s["overall_ranks"].get(t, "—")) for t in tracks]
-        body.append([x, rate, str(s["tracks"]), *ranks])
+        body.append([label_of(board, x), rate, str(s["tracks"]), *ranks])
     return header, body
 
 
@@ -357,7 +367,186 @@ def to_markdown(board: Leaderboard) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- compact terminal view
+
+ARROWS = {"higher": "↑", "lower": "↓"}
+COMPACT_KEY = (
+    "Ranks are per track, lower is better; ↑/↓ the better direction of a metric; #k= a tie. "
+    "* more in the wide view (--wide) or leaderboard.md: the 95 % interval, why a cell has no rank, its n/a share. "
+    "! a flag, named under the table."
+)
+"""The key printed under the compact tables (the wide view prints the full legend)."""
+EXPLAINER_MAX_WIDTH = 40
+"""Widest the compact explainer column gets; a longer name wraps at its spaces."""
+
+
+def _longest_word(text: str) -> int:
+    return max((Text(w).cell_len for w in text.split()), default=0)
+
+
+def _name_cell(board: Leaderboard, key: str, track: str) -> tuple[str, list[str]]:
+    """The compact name of an explainer on a track (label, short disclosure marks, ``!`` when
+    flagged) and its flags."""
+    info = board.explainers.get(key, {})
+    disclosure = info.get("disclosure", {}) if isinstance(info.get("disclosure"), dict) else {}
+    name = label_of(board, key)
+    name += " (reference)" if disclosure.get("reference_only") else ""
+    name += " (tuned)" if disclosure.get("tuned_on_benchmark") else ""
+    verification = info.get("verification")
+    name += " (verified)" if isinstance(verification, dict) and verification.get("passed") is True else ""
+    flags = [str(f) for f in (info.get("flags") or {}).get(track, [])]
+    return name + (" !" if flags else ""), flags
+
+
+def _compact_metric_cell(c: dict[str, Any] | None, ties: dict[tuple[str, int], int], header_note: str) -> str:
+    if not c:
+        return ""
+    text = "n/a" if c["value"] is None else f"{c['value']:.3f}"
+    if c["rank"] is not None:
+        text = f"#{c['rank']}{'=' if ties[(c['metric'], c['rank'])] > 1 else ''} {text}"
+    more = (c.get("status") and c["status"] != header_note) or c.get("n_na") or c.get("flags")
+    return text + ("*" if more else "")
+
+
+def _interleave(groups: list[list[str]]) -> list[str]:
+    """First of each group, then second of each... (so every family gets a column early)."""
+    out: list[str] = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out += [g[i] for g in groups if i < len(g)]
+    return out
+
+
+def _column_width(header: str, cells: list[str]) -> int:
+    """Width that holds every cell on one line and every header word whole."""
+    return max([_longest_word(header), *(Text(c).cell_len for c in cells)])
+
+
+def _table_width(widths: list[int]) -> int:
+    """Cells plus one space of padding each side and a border between and around columns."""
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def _widen_headers(headers: list[str], widths: list[int], width: int) -> list[int]:
+    """Widen columns, left to right, so their header fits on one line, while the table fits ``width``."""
+    out = list(widths)
+    for i, h in enumerate(headers):
+        extra = max(0, Text(h).cell_len - out[i])
+        if extra and _table_width(out) + extra <= width:
+            out[i] += extra
+    return out
+
+
+def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
+    """A track's short table that fits in ``width`` columns with no word broken: overall rank,
+    explainer, the ranked families' ranks, then as many ranking metrics (``#rank mean``) as fit,
+    taken in turn from each family. Notes under the table say what is not ranked and why, the
+    flags, and which metrics are left out (:func:`track_table` has them all)."""
+    rows = [r for r in board.rows if r["track"] == track]
+    cells: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    by_metric: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    ties: dict[tuple[str, int], int] = defaultdict(int)
+    for r in rows:
+        cells[r["explainer"]][r["metric"]] = r
+        by_metric[r["metric"]].append(r)
+        if r["rank"] is not None:
+            ties[(r["metric"], r["rank"])] += 1
+    states = board.families.get(track, {})
+    present = [f for f in RANKED_FAMILIES if f"rank:{f}" in by_metric]
+    families = [f for f in present if states.get(f, {}).get("ranked", True)]
+    notes: list[str] = []
+    for f in present:
+        if f not in families:
+            state = states.get(f, {})
+            reason = str(state.get("reason") or "")
+            label = f" [{state['label']}]" if state.get("label") else ""
+            notes.append(f"{f}: not ranked{': ' + reason if reason else ''}{label}")
+
+    order_x = sorted(cells, key=lambda x: (cells[x].get("rank:overall", {}).get("rank") or 10**6, x))
+    names = {x: _name_cell(board, x, track) for x in order_x}
+    columns: list[tuple[str, list[str]]] = [
+        ("overall", [str(cells[x].get("rank:overall", {}).get("rank") or "—") for x in order_x]),
+        ("explainer", [names[x][0] for x in order_x]),
+    ]
+    for f in families:
+        column = []
+        for x in order_x:
+            c = cells[x].get(f"rank:{f}")
+            column.append("" if not c else str(c["rank"]) if c["rank"] is not None else "—*")
+        columns.append((f, column))
+
+    def family_of(m: str) -> str:
+        return str(by_metric[m][0]["family"])
+
+    def family_index(m: str) -> int:
+        f = family_of(m)
+        return FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER)
+
+    ranking = sorted((m for m in board.ranking_metrics.get(track, set()) if m in by_metric), key=family_index)
+    ranked = [m for m in ranking if family_of(m) in families]
+    grouped = [sorted(m for m in ranked if family_of(m) == f) for f in dict.fromkeys(map(family_of, ranked))]
+    unranked = sorted((m for m in ranking if m not in ranked), key=lambda m: (family_index(m), m))
+    candidates = _interleave(grouped) + unranked
+    header_notes = {m: _uniform_status(by_metric[m]) for m in candidates}
+    metric_columns: dict[str, tuple[str, list[str]]] = {}
+    for m in candidates:
+        arrow = ARROWS.get(str(by_metric[m][0]["direction"]), "")
+        metric_columns[m] = (
+            f"{m} {arrow}".strip(),
+            [_compact_metric_cell(cells[x].get(m), ties, header_notes[m]) for x in order_x],
+        )
+
+    widths = [_column_width(h, c) for h, c in columns]
+    widths[1] = min(widths[1], EXPLAINER_MAX_WIDTH)  # a longer name wraps at its spaces
+    chosen: list[str] = []
+    for m in candidates:
+        w = _column_width(*metric_columns[m])
+        if _table_width([*widths, *(_column_width(*metric_columns[c]) for c in chosen), w]) <= width:
+            chosen.append(m)
+    chosen.sort(key=lambda m: (family_index(m), m))
+    for m in chosen:
+        if family_of(m) in families and (m in board.metric_labels or header_notes[m]):
+            label = board.metric_labels.get(m, "")
+            notes.append(f"{m}: " + "; ".join(t for t in (label, header_notes[m]) if t))
+        columns.append(metric_columns[m])
+        widths.append(_column_width(*metric_columns[m]))
+    flagged: dict[str, list[str]] = defaultdict(list)
+    for x in order_x:
+        for flag in names[x][1]:
+            flagged[flag].append(label_of(board, x))
+    notes += [f"! {flag}: {', '.join(who)}" for flag, who in flagged.items()]
+    left_out = [m for m in by_metric if not m.startswith("rank:") and m not in chosen]
+    left_out = [m for m in left_out if m in ranking or m == SANITY_METRIC or family_of(m) == "sanity"]
+    if left_out:
+        notes.append(f"not shown: {', '.join(sorted(left_out, key=lambda m: (family_index(m), m)))} (--wide)")
+
+    table = Table(
+        title=term_text(track_title(board, track)),
+        title_justify="left",
+        caption=Text("\n").join(term_text(n) for n in notes) if notes else None,
+        caption_justify="left",
+    )
+    widths = _widen_headers([h for h, _ in columns], widths, width)
+    for (header, _), w in zip(columns, widths, strict=True):
+        table.add_column(term_text(header), width=w, overflow="ellipsis")
+    for i in range(len(order_x)):
+        table.add_row(*(term_text(column[i]) for _, column in columns))
+    return table
+
+
+def _fitted_table(title: str, header: list[str], body: list[list[str]], width: int) -> Table:
+    """A table whose cells stay on one line and whose headers wrap only between words (the
+    cross-track summary); it is as wide as its content needs, at most ``width``."""
+    table = Table(title=term_text(title), title_justify="left")
+    widths = _widen_headers(header, [_column_width(h, [row[i] for row in body]) for i, h in enumerate(header)], width)
+    for h, w in zip(header, widths, strict=True):
+        table.add_column(term_text(h), width=w, overflow="ellipsis")
+    for row in body:
+        table.add_row(*(term_text(c) for c in row))
+    return table
+
+
 def _rich_table(title: str, header: list[str], body: list[list[str]]) -> Table:
+    """The wide view's table: every column, long words folded to fit."""
     table = Table(title=term_text(title), show_lines=False, title_justify="left")
     for h in header:
         table.add_column(term_text(h), overflow="fold")
@@ -366,13 +555,25 @@ def _rich_table(title: str, header: list[str], body: list[list[str]]) -> Table:
     return table
 
 
-def print_leaderboard(board: Leaderboard, console: Console | None = None) -> None:
-    """The leaderboard in the terminal: one table per track, the summary, notes."""
+def print_leaderboard(board: Leaderboard, console: Console | None = None, *, wide: bool = False) -> None:
+    """The leaderboard in the terminal: one table per track, the cross-track summary, notes.
+
+    By default each track gets a compact table that fits the console's width with no word broken
+    (:func:`compact_table`); ``wide=True`` prints every metric with its interval and the legend.
+    """
     console = console or Console()
     for track in board.track_names():
-        console.print(_rich_table(track_title(board, track), *track_table(board, track)))
+        if wide:
+            console.print(_rich_table(track_title(board, track), *track_table(board, track)))
+        else:
+            console.print(compact_table(board, track, console.width))
     if len(board.track_names()) > 1 and board.summary.get("order"):
-        console.print(_rich_table("across tracks (mean win rate, higher is better)", *summary_table(board)))
+        title = "across tracks (mean win rate, higher is better)"
+        header, body = summary_table(board)
+        console.print(_rich_table(title, header, body) if wide else _fitted_table(title, header, body, console.width))
     for note in board.notes:
         console.print(term_text(f"note: {note}"))
-    console.print(term_text(legend(board).replace("`", ""), style="dim"))
+    if wide:
+        console.print(term_text(legend(board).replace("`", ""), style="dim"))
+    else:
+        console.print(term_text(COMPACT_KEY, style="dim"))

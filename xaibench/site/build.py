@@ -87,10 +87,13 @@ class Submitted:
     data: dict[str, Any]
     sha256: str
     overlays: dict[tuple[str, int], str] = field(default_factory=dict)  # (track, k) -> site-relative path
+    label: str = ""
+    """The board's display label (a parameter variant with its short parameters), "" when it has none."""
 
     @property
     def name(self) -> str:
-        return str(self.data["explainer"].get("name", self.key))
+        """What the site shows: the board's label (``zennit-lrp (epsilon=0.25)``), else the explainer's name."""
+        return self.label or str(self.data["explainer"].get("name", self.key))
 
     @property
     def disclosure(self) -> dict[str, Any]:
@@ -132,6 +135,10 @@ def build_site(
 
         registry = get_registry()
     subs = _submitted(submissions_dir, load_submissions(submissions_dir))
+    for sub in subs:
+        info = board.explainers.get(sub.key)
+        label = info.get("label") if isinstance(info, dict) else None
+        sub.label = label if isinstance(label, str) else ""
     site_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_staging_dir(site_dir)
     try:
