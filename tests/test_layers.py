@@ -9,9 +9,9 @@ Layers, bottom to top (``docs/architecture.md`` shows the same table):
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
    ``suites``
 4. the run lifecycle: ``runner``
-5. publishing and tools built on runs: ``publish``, ``pasta.training``
+5. publishing and tools built on runs: ``publish``, ``pasta.training``, ``results`` (DataFrames)
 6. the static site: ``site``
-7. the entry points: ``testing``, ``scaffold``, ``cli`` and the package facade ``xaibench``
+7. the entry points: ``testing``, ``scaffold``, ``cli``, ``python_api`` and the package facade ``xaibench``
 
 Within a layer a module may import a sibling, as long as no circle forms. Both rules are checked
 on two graphs: modules, and the top-level modules and sub-packages (where a circle between two
@@ -52,10 +52,12 @@ LAYERS: dict[str, int] = {
     "xaibench.runner": 4,
     "xaibench.publish": 5,
     "xaibench.pasta.training": 5,
+    "xaibench.results": 5,
     "xaibench.site": 6,
     "xaibench.testing": 7,
     "xaibench.scaffold": 7,
     "xaibench.cli": 7,
+    "xaibench.python_api": 7,
     "xaibench": 7,
 }
 

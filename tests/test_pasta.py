@@ -96,17 +96,37 @@ def test_concept_sentence_template() -> None:
 # ----------------------------------------------------------------------------- statistics
 
 
-def test_qwk_matches_sklearn_and_hand_values() -> None:
-    from sklearn.metrics import cohen_kappa_score
+def _qwk_by_hand(a: np.ndarray, b: np.ndarray, low: int = 1, high: int = 5) -> float:
+    """The hand-written QWK that scikit-learn's replaced (the oracle): observed and expected
+    rating matrices on the fixed scale, quadratic weights normalised by ``(n - 1)^2``."""
+    n = high - low + 1
+    observed = np.zeros((n, n))
+    np.add.at(observed, (a - low, b - low), 1.0)
+    expected = np.outer(observed.sum(1), observed.sum(0)) / observed.sum()
+    idx = np.arange(n)
+    weights = (idx[:, None] - idx[None, :]) ** 2 / (n - 1) ** 2
+    denom = float((weights * expected).sum())
+    return float("nan") if denom == 0.0 else 1.0 - float((weights * observed).sum()) / denom
 
+
+def test_qwk_matches_the_hand_written_oracle_and_hand_values() -> None:
     rng = np.random.default_rng(1)
-    a = rng.integers(1, 6, 200)
-    b = np.clip(a + rng.integers(-1, 2, 200), 1, 5)
-    assert quadratic_weighted_kappa(a, b) == pytest.approx(cohen_kappa_score(a, b, weights="quadratic"), abs=1e-12)
-    assert quadratic_weighted_kappa(a, a) == pytest.approx(1.0)
+    for case in range(200):
+        n = int(rng.integers(2, 300))
+        a = rng.integers(1, 6, n)
+        b = np.clip(a + rng.integers(-2, 3, n), 1, 5) if case % 4 else rng.integers(1, 6, n)
+        # scikit-learn sums in another order: equal to the last bit or within 2 ulp of 1.
+        assert quadratic_weighted_kappa(a, b) == pytest.approx(_qwk_by_hand(a, b), abs=4.5e-16, nan_ok=True)
+    assert quadratic_weighted_kappa(a, a) == 1.0
     # Hand computed: ratings (1, 5) vs (5, 1): observed weight 2 x 1, expected 2 x 0.5 -> kappa = 1 - 2 / 1 = -1.
-    assert quadratic_weighted_kappa(np.array([1, 5]), np.array([5, 1])) == pytest.approx(-1.0)
-    assert np.isnan(quadratic_weighted_kappa(np.array([3, 3]), np.array([3, 3])))
+    assert quadratic_weighted_kappa(np.array([1, 5]), np.array([5, 1])) == -1.0
+    # The weights are distances on the 1..5 scale, not between the ratings that occur: (1, 2, 5) vs
+    # (2, 1, 5) observes 1 + 1 = 2 and expects (1 + 16 + 1 + 9 + 16 + 9) / 3 = 52 / 3, so 1 - 6 / 52
+    # (weights on the ranks of the ratings present would give 1 - 2 / 4 = 0.5).
+    assert quadratic_weighted_kappa(np.array([1, 2, 5]), np.array([2, 1, 5])) == pytest.approx(23 / 26, abs=1e-15)
+    assert quadratic_weighted_kappa(np.array([3, 3]), np.array([4, 4])) == 0.0
+    assert np.isnan(quadratic_weighted_kappa(np.array([3, 3]), np.array([3, 3])))  # both constant, same value
+    assert np.isnan(quadratic_weighted_kappa(np.array([3]), np.array([3])))  # fewer than 2 items
     assert list(to_stars_int(np.array([0.2, 1.5, 2.49, 4.5, 7.0]))) == [1, 2, 2, 5, 5]
     assert spearman(np.array([1, 2, 3, 4]), np.array([10, 20, 30, 25])) == pytest.approx(0.8)
 

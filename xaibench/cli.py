@@ -47,6 +47,85 @@ def _json_value(raw: str, item: str, option: str) -> Any:
         raise click.BadParameter(f"{shown!r}: the value {exc}", param_hint=f"'{option}'") from None
 
 
+_KEY_START = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_.-]*\s*=")
+
+
+def _split_pairs(value: str) -> list[str]:
+    """``"a=1,b=[1,2]"`` -> ``["a=1", "b=[1,2]"]``: split at commas that start a new ``KEY=``, so
+    that a JSON list or a path with commas stays one value."""
+    parts = [""]
+    for i, char in enumerate(value):
+        if char == "," and _KEY_START.match(value, i + 1):
+            parts.append("")
+        else:
+            parts[-1] += char
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _parse_kv(items: Sequence[str], option: str) -> dict[str, Any]:
+    """``--model-param``/``--dataset-param`` values: ``KEY=VALUE``, repeatable and comma-separated;
+    VALUE parsed as JSON when it is JSON (:func:`xaibench.params.parse_value`), else a string."""
+    out: dict[str, Any] = {}
+    for value in items:
+        for item in _split_pairs(value):
+            key, sep, raw = item.partition("=")
+            if not sep or not key.strip():
+                raise click.BadParameter(f"{item!r}: expected KEY=VALUE (e.g. checkpoint=model.pth)", param_hint=option)
+            if key.strip() in out:
+                raise click.BadParameter(f"{key.strip()!r} is given twice", param_hint=option)
+            out[key.strip()] = _json_value(raw, item, option)
+    return out
+
+
+WIDE_HELP = "Show every metric column in the terminal leaderboard."
+
+
+def _suite_tracks(
+    ctx: click.Context,
+    suite: str,
+    model: str | None,
+    dataset: str | None,
+    model_params: Sequence[str],
+    dataset_params: Sequence[str],
+    track_name: str | None,
+    target: str | None,
+) -> tuple[str, list[Any] | None]:
+    """The suite name to record and the tracks to run instead of the suite plugin's (``None``:
+    the plugin's): one ad-hoc track from ``--model``/``--dataset``, or a suite file's tracks."""
+    from xaibench.suites.adhoc import adhoc_track
+    from xaibench.suites.suite_file import is_suite_file, load_suite_file
+
+    adhoc_given = [f"--{o.replace('_', '-')}" for o, v in (("model", model), ("dataset", dataset)) if v]
+    if adhoc_given:
+        if len(adhoc_given) == 1:
+            missing = "--dataset" if model else "--model"
+            raise click.UsageError(f"{adhoc_given[0]} needs {missing} too: an ad-hoc track is one model on one dataset")
+        if ctx.get_parameter_source("suite") is not click.core.ParameterSource.DEFAULT:
+            raise click.UsageError("give either --suite or --model with --dataset, not both")
+        track = adhoc_track(
+            model or "",
+            dataset or "",
+            model_params=_parse_kv(model_params, "'--model-param'"),
+            dataset_params=_parse_kv(dataset_params, "'--dataset-param'"),
+            target=target or "predicted",
+            name=track_name,
+        )
+        return "adhoc", [track]
+    ad_hoc_only = (
+        ("--model-param", model_params),
+        ("--dataset-param", dataset_params),
+        ("--track-name", track_name),
+        ("--target", target),
+    )
+    for option, given in ad_hoc_only:
+        if given:
+            raise click.UsageError(f"{option} needs --model and --dataset (it sets the ad-hoc track's parameters)")
+    if is_suite_file(suite):
+        loaded = load_suite_file(suite)
+        return loaded.name, list(loaded.tracks)
+    return suite, None
+
+
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 
 
@@ -107,7 +186,53 @@ def cli() -> None:
         "`default`: the baselines plus gradcam."
     ),
 )
-@click.option("--suite", default="default", show_default=True, help="Suite to run (`xaibench list suites`).")
+@click.option(
+    "--suite",
+    default="default",
+    show_default=True,
+    metavar="NAME|FILE.toml",
+    help="Suite to run: a suite plugin (`xaibench list suites`) or a suite file (docs/suites.md).",
+)
+@click.option(
+    "--model",
+    metavar="NAME[:ARG]",
+    help=(
+        "Run one ad-hoc track with this model instead of a suite (with --dataset): a model plugin, "
+        "ARG its main parameter (timm:resnet18 sets arch)."
+    ),
+)
+@click.option(
+    "--model-param",
+    "model_params",
+    multiple=True,
+    metavar="KEY=VALUE[,KEY=VALUE]",
+    help="Parameter of --model (VALUE parsed as JSON when it can be), repeatable, e.g. checkpoint=model.pth.",
+)
+@click.option(
+    "--dataset",
+    metavar="NAME[:ARG]",
+    help=(
+        "The ad-hoc track's dataset (with --model): a dataset plugin, ARG its main parameter "
+        "(folder:PATH sets root, hf:PATH_OR_NAME sets path)."
+    ),
+)
+@click.option(
+    "--dataset-param",
+    "dataset_params",
+    multiple=True,
+    metavar="KEY=VALUE[,KEY=VALUE]",
+    help="Parameter of --dataset, repeatable, e.g. split=test,mask_column=mask.",
+)
+@click.option(
+    "--track-name",
+    metavar="NAME",
+    help="Name of the ad-hoc track (default: <model arg>-on-<dataset folder>, e.g. resnet18-on-cats).",
+)
+@click.option(
+    "--target",
+    type=click.Choice(["predicted", "label"]),
+    help="Class the ad-hoc track explains: the model's prediction (default) or the dataset's label.",
+)
 @click.option("--track", "tracks", multiple=True, help="Run only these tracks of the suite (repeatable).")
 @click.option(
     "--metric",
@@ -181,9 +306,18 @@ def cli() -> None:
     help="Device for models, explainers and metric forward passes (auto: a GPU when torch sees one).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+@click.pass_context
 def run(
+    ctx: click.Context,
     explainers: tuple[str, ...],
     suite: str,
+    model: str | None,
+    model_params: tuple[str, ...],
+    dataset: str | None,
+    dataset_params: tuple[str, ...],
+    track_name: str | None,
+    target: str | None,
     tracks: tuple[str, ...],
     metrics: tuple[str, ...],
     limit: int | None,
@@ -202,16 +336,22 @@ def run(
     ray_address: str | None,
     device: str,
     quiet: bool,
+    wide: bool,
 ) -> None:
-    """Explain and score every track of a suite, then print the ranked leaderboard."""
+    """Explain and score every track of a suite, then print the ranked leaderboard.
+
+    \b
+    The tracks are a suite's (--suite NAME or --suite FILE.toml), or one ad-hoc track:
+      xaibench run -e gradient --model timm:resnet18 --model-param checkpoint=PATH --dataset folder:PATH
+    """
     from xaibench.publish.submission import write_run
     from xaibench.publish.validation import require_valid, submission_files
-    from xaibench.runner.run import RunConfig, resolve_explainers
-    from xaibench.runner.run import run as run_suite
+    from xaibench.runner.run import RunConfig, Runner, resolve_explainers
 
     if data_dir is not None:
         os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
     registry = get_registry()
+    suite, suite_tracks = _suite_tracks(ctx, suite, model, dataset, model_params, dataset_params, track_name, target)
     explainer_params = _parse_params(params)
     _check_params(explainer_params, resolve_explainers(registry, _split(explainers)))
     # Folders that cannot be written, and a bad submission already in the folder, would fail the
@@ -238,12 +378,20 @@ def run(
         workers=workers,
         ray_address=ray_address,
         device=device,
+        suite_tracks=suite_tracks,
     )
-    result = run_suite(config, registry)
+    runner = Runner(config, registry)
+    if model and suite_tracks:  # the one ad-hoc track: a dataset or model that cannot load fails before any work
+        try:
+            runner.load(suite_tracks[0])
+        except BaseException:
+            runner.executor.close()
+            raise
+    result = runner.run()
     summary = result.summary
     failed = {t: s["error"] for t, s in summary["tracks"].items() if "error" in s}
     write_run(result, registry, submissions_dir)  # publishing sits above the runner: the CLI calls it
-    publish(submissions_dir, leaderboard_dir, None, with_site=True)
+    publish(submissions_dir, leaderboard_dir, None, with_site=True, wide=wide)
     console.print(f"wall time {summary['run']['wall_time_s']:.1f} s; records in {workdir}/results")
     if failed:
         for track, error in failed.items():
@@ -388,20 +536,24 @@ def leaderboard() -> None:
     help="Folder for the static site (default: OUT/site); replaced as a whole.",
 )
 @click.option("--no-site", is_flag=True, help="Write only the leaderboard files.")
-def leaderboard_build(submissions_dir: Path, out_dir: Path, site_dir: Path | None, no_site: bool) -> None:
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
+def leaderboard_build(submissions_dir: Path, out_dir: Path, site_dir: Path | None, no_site: bool, wide: bool) -> None:
     """Validate every submission, rank them per track, write the leaderboard files and the static site."""
-    publish(submissions_dir, out_dir, site_dir, with_site=not no_site)
+    publish(submissions_dir, out_dir, site_dir, with_site=not no_site, wide=wide)
 
 
-def publish(submissions_dir: Path, out_dir: Path, site_dir: Path | None, *, with_site: bool) -> None:
-    """Validate the submissions, write the leaderboard files (and site) and print the ranking."""
+def publish(
+    submissions_dir: Path, out_dir: Path, site_dir: Path | None, *, with_site: bool, wide: bool = False
+) -> None:
+    """Validate the submissions, write the leaderboard files (and site) and print the ranking
+    (``wide``: every metric column)."""
     from xaibench.publish.validation import require_valid, submission_files
     from xaibench.publish.writers import build_leaderboard, print_leaderboard, write_leaderboard
 
     require_valid(submission_files([submissions_dir]))
     board = build_leaderboard(submissions_dir)
     paths = write_leaderboard(board, out_dir)
-    print_leaderboard(board, console)
+    print_leaderboard(board, console, wide=wide)
     console.print("wrote " + ", ".join(str(p) for p in paths))
     if with_site:
         from xaibench.site import build_site

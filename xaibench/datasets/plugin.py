@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from xaibench.api import Dataset, Register
 from xaibench.datasets.folder import FolderDataset
+from xaibench.datasets.hf import HFDataset
 from xaibench.datasets.photos import PhotosDataset
 from xaibench.datasets.real.coco import CocoDataset
 from xaibench.datasets.real.human_attention import HumanAttentionDataset
@@ -19,6 +20,7 @@ DATASETS: list[type[Dataset]] = [
     ShapesShortcutDataset,
     PhotosDataset,
     FolderDataset,
+    HFDataset,
     HumanAttentionDataset,
     MohseniDataset,
     VOC2012SegDataset,

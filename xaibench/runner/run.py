@@ -71,6 +71,7 @@ class RunConfig:
     # Track name -> the only sample ids to run there, taken from the track's first `limit` samples
     # (`xaibench submission verify`); a track not named here, or None, runs all its samples.
     samples: Mapping[str, Sequence[str]] | None = None
+    suite_tracks: Sequence[TrackSpec] | None = None  # when given, these tracks are run instead of the suite's
 
 
 def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
@@ -157,8 +158,22 @@ def resolve_explainers(registry: Registry, names: Sequence[str]) -> list[str]:
     return out
 
 
-def resolve_tracks(registry: Registry, suite: str, wanted: Sequence[str] | None) -> list[TrackSpec]:
-    tracks = registry.create("suite", suite).tracks()
+def resolve_tracks(
+    registry: Registry, suite: str, wanted: Sequence[str] | None, tracks: Sequence[TrackSpec] | None = None
+) -> list[TrackSpec]:
+    """The tracks to run: ``tracks`` when given (ad-hoc tracks, a suite file's; ``suite`` only
+    names them), else those of the suite plugin ``suite``; then only those named in ``wanted``.
+    An unknown or repeated track name raises :class:`XaibenchError`."""
+    if tracks is None:
+        tracks = registry.create("suite", suite).tracks()
+    else:
+        tracks = list(tracks)
+        names = [t.name for t in tracks]
+        repeated = next((n for n in names if names.count(n) > 1), None)
+        if repeated is not None:
+            raise XaibenchError(f"suite {suite!r}: two tracks are named {repeated!r}; give each its own name")
+        if not tracks:
+            raise XaibenchError(f"suite {suite!r} has no tracks")
     if wanted:
         by_name = {t.name: t for t in tracks}
         missing = [w for w in wanted if w not in by_name]
@@ -248,7 +263,7 @@ class Runner:
         names = resolve_explainers(registry, config.explainers)
         for m in config.metrics or ():
             registry.entry("metric", m)
-        self.specs = resolve_tracks(registry, config.suite, config.tracks)
+        self.specs = resolve_tracks(registry, config.suite, config.tracks, config.suite_tracks)
         try:  # explainers are constructed where they run; bad parameters still stop the run here
             self.explainers: dict[str, ExplainerHandle] = explainer_handles(
                 self.executor, registry, {n: config.explainer_params.get(n, {}) for n in names}, timeout=config.timeout

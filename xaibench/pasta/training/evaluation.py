@@ -36,21 +36,20 @@ def to_stars_int(values: np.ndarray) -> np.ndarray:
 def quadratic_weighted_kappa(a: np.ndarray, b: np.ndarray, low: int = 1, high: int = 5) -> float:
     """Cohen's kappa with quadratic weights between two integer ratings vectors (1 = perfect, 0 = chance).
 
+    scikit-learn's ``cohen_kappa_score(weights="quadratic")`` on the fixed rating scale
+    ``low..high`` (the weights are distances on that scale, not between the ratings that occur).
     NaN when undefined (fewer than 2 items, or both raters constant on the same value).
     """
+    import warnings
+
+    from sklearn.metrics import cohen_kappa_score  # lazy: scikit-learn is only needed to evaluate checkpoints
+
     a, b = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
     if len(a) != len(b) or len(a) < 2:
         return float("nan")
-    n = high - low + 1
-    observed = np.zeros((n, n))
-    np.add.at(observed, (a - low, b - low), 1.0)
-    expected = np.outer(observed.sum(1), observed.sum(0)) / observed.sum()
-    idx = np.arange(n)
-    weights = (idx[:, None] - idx[None, :]) ** 2 / (n - 1) ** 2
-    denom = float((weights * expected).sum())
-    if denom == 0.0:
-        return float("nan")
-    return 1.0 - float((weights * observed).sum()) / denom
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore")  # the undefined case warns, then returns NaN, which is what we return
+        return float(cohen_kappa_score(a, b, labels=np.arange(low, high + 1), weights="quadratic"))
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:

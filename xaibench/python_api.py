@@ -1,0 +1,434 @@
+"""``xaibench.run(...)``: the command ``xaibench run`` as a Python function, for notebooks.
+
+It builds the same :class:`~xaibench.runner.run.RunConfig` the command line builds, runs it with
+:func:`xaibench.runner.run.run`, then publishes as the command does (submission files, the
+leaderboard files and the site), and returns a :class:`RunResults`: the run summary, the paths
+written, and the records and the leaderboard as pandas DataFrames (:mod:`xaibench.results`).
+Nothing is printed but the progress bars (``progress=False`` hides them). Every bad argument
+raises :class:`~xaibench.errors.XaibenchError` with one line naming the argument, before any work.
+See docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xaibench.errors import XaibenchError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from xaibench.api import TrackSpec
+    from xaibench.plugins.manager import Registry
+
+__all__ = ["RunResults", "run"]
+
+EXECUTORS = ("local", "ray", "inprocess")
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+ADHOC_SUITE = "adhoc"
+"""The suite name recorded for a run of one ad-hoc track (``model=`` and ``dataset=``)."""
+
+
+@dataclass
+class RunResults:
+    """What :func:`run` returns.
+
+    ``summary`` is the run summary (``<workdir>/summary.json``, ``xaibench.summary/1``);
+    ``failed`` maps each track that could not be loaded to its error. ``submission_files``,
+    ``leaderboard_files`` and ``site_dir`` are what publishing wrote (empty / ``None`` when
+    ``submissions=None`` or ``leaderboard_dir=None``). :attr:`records` and :attr:`leaderboard`
+    are read on first use.
+    """
+
+    summary: dict[str, Any]
+    workdir: Path
+    submissions_dir: Path | None = None
+    submission_files: list[Path] = field(default_factory=list)
+    leaderboard_dir: Path | None = None
+    leaderboard_files: list[Path] = field(default_factory=list)
+    site_dir: Path | None = None
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tracks(self) -> list[str]:
+        """The tracks the run scored (those that failed to load are in :attr:`failed`)."""
+        return [t for t, s in self.summary["tracks"].items() if "error" not in s]
+
+    @property
+    def wall_time_s(self) -> float:
+        return float(self.summary["run"]["wall_time_s"])
+
+    @cached_property
+    def records(self) -> pd.DataFrame:
+        """This run's per-sample records (columns: :data:`xaibench.results.RECORD_COLUMNS`): those
+        of the workdir whose track, explainer (name, version, parameters), metric (id, version,
+        parameters), sample, seed, model, dataset revision and runtime the summary names, so
+        records that earlier runs left in the same workdir are not included."""
+        from xaibench.results import records
+
+        frame = records(self.workdir)
+        wanted = run_record_ids(self.summary)
+        if frame.empty:
+            return frame
+        ids = frame.apply(_record_id, axis=1)
+        return frame[ids.isin(wanted)].reset_index(drop=True)
+
+    @cached_property
+    def leaderboard(self) -> pd.DataFrame | None:
+        """The leaderboard rebuilt after the run, from every submission in ``submissions_dir``
+        (columns: :data:`xaibench.results.LEADERBOARD_COLUMNS`); ``None`` when none was written."""
+        from xaibench.results import leaderboard
+
+        return leaderboard(self.leaderboard_dir) if self.leaderboard_files and self.leaderboard_dir else None
+
+    def __repr__(self) -> str:
+        run = self.summary.get("run", {})
+        explainers = sorted({e for t in self.summary["tracks"].values() for e in t.get("explainers", {})})
+        failed = f", failed={sorted(self.failed)}" if self.failed else ""
+        return (
+            f"RunResults(suite={run.get('suite')!r}, tracks={self.tracks}, explainers={explainers}, "
+            f"seed={run.get('seed')}, wall_time_s={run.get('wall_time_s')}, workdir={str(self.workdir)!r}{failed})"
+        )
+
+
+def _record_id(row: Any) -> tuple[Any, ...]:
+    return _identity(
+        row["track"],
+        row["explainer"],
+        row["explainer_version"],
+        row["explainer_params"],
+        row["metric"],
+        row["metric_version"],
+        row["metric_params"],
+        row["sample_id"],
+        row["seed"],
+        row["model"],
+        row["dataset_revision"],
+        row["torch"],
+        row["torch_threads"],
+        str(row["device"]).split(":")[0],
+    )
+
+
+def _identity(*parts: Any) -> tuple[Any, ...]:
+    """A hashable identity: mappings as canonical JSON, integers as ``int``."""
+    out = []
+    for p in parts:
+        if isinstance(p, Mapping):
+            out.append(json.dumps(p, sort_keys=True, default=str))
+        elif hasattr(p, "item") and not isinstance(p, str):  # numpy / pandas scalars
+            out.append(p.item())
+        else:
+            out.append(p)
+    return tuple(out)
+
+
+def run_record_ids(summary: Mapping[str, Any]) -> set[tuple[Any, ...]]:
+    """The identities of the records a run summary names (see :attr:`RunResults.records`)."""
+    info = summary["run"]
+    device_type = info.get("device_type") or str(info.get("device", "cpu")).split(":")[0]
+    out: set[tuple[Any, ...]] = set()
+    for track, block in summary["tracks"].items():
+        if "error" in block:
+            continue
+        prov = block["provenance"]
+        model, revision = prov["model"]["identity"], prov["dataset"]["revision"]
+        for explainer in block["explainers"].values():
+            x = explainer["explainer"]
+            for metric, m in explainer["metrics"].items():
+                for sample in m.get("samples", {}):
+                    out.add(
+                        _identity(
+                            track,
+                            x["name"],
+                            x["version"],
+                            x["params"],
+                            metric,
+                            m["version"],
+                            m["params"],
+                            sample,
+                            info["seed"],
+                            model,
+                            revision,
+                            info["torch"],
+                            info["torch_threads"],
+                            device_type,
+                        )
+                    )
+    return out
+
+
+# ----------------------------------------------------------------------------- arguments
+
+
+def _names(value: str | Sequence[str] | None, argument: str) -> list[str]:
+    """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]``, as the CLI splits repeated options."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Sequence) or not all(isinstance(v, str) for v in items):
+        raise XaibenchError(f"{argument}={value!r}: expected a name, a comma-separated string or a list of names")
+    return [v.strip() for item in items for v in item.split(",") if v.strip()]
+
+
+def _positive(value: Any, argument: str, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise XaibenchError(f"{argument}={value!r}: expected a positive integer")
+
+
+def _mapping(value: Any, argument: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise XaibenchError(f"{argument}={value!r}: expected a dict of parameters by name")
+    return dict(value)
+
+
+def _explainer_params(value: Any, running: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``params={"gradient": {"smooth": True}}``; every explainer named must be run (as ``--param``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, values in _mapping(value, "params").items():
+        if name not in running:
+            raise XaibenchError(f"params[{name!r}]: explainer {name!r} is not run (running: {', '.join(running)})")
+        out[name] = _mapping(values, f"params[{name!r}]")
+    return out
+
+
+def _writable_folder(path: Path, argument: str) -> None:
+    """Fail at once, naming the argument, when ``path`` cannot be a folder we write in (checked
+    by creating it and a temporary file in it, as the CLI checks its output options)."""
+    if path.exists() and not path.is_dir():
+        raise XaibenchError(f"{argument}={str(path)!r}: is a file, not a folder; pass a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise XaibenchError(f"{argument}={str(path)!r}: a part of the path is a file, not a folder") from None
+    except OSError as exc:
+        raise XaibenchError(f"{argument}={str(path)!r}: cannot write there ({exc.strerror or exc})") from None
+
+
+@contextmanager
+def _data_dir(path: Path | None) -> Iterator[None]:
+    """``XAIBENCH_DATA_DIR`` set to ``path`` for the run (as ``--data-dir``), restored afterwards."""
+    if path is None:
+        yield
+        return
+    if not path.is_dir():
+        raise XaibenchError(f"data_dir={str(path)!r}: no such folder")
+    before = os.environ.get("XAIBENCH_DATA_DIR")
+    os.environ["XAIBENCH_DATA_DIR"] = str(path.resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("XAIBENCH_DATA_DIR", None)
+        else:
+            os.environ["XAIBENCH_DATA_DIR"] = before
+
+
+def _suite_tracks(
+    suite: str | Path | None,
+    model: str | None,
+    dataset: str | None,
+    *,
+    model_params: Any,
+    dataset_params: Any,
+    target: str,
+    track_name: str | None,
+) -> tuple[str, list[TrackSpec] | None]:
+    """The suite name recorded for the run, and the tracks to run instead of a suite plugin's
+    (one ad-hoc track, or a suite file's), ``None`` for a suite plugin."""
+    adhoc = model is not None or dataset is not None
+    if not adhoc:
+        if model_params is not None or dataset_params is not None or track_name is not None or target != "predicted":
+            raise XaibenchError("model_params, dataset_params, target and track_name need model= and dataset=")
+        name = "default" if suite is None else str(suite)
+        from xaibench.suites.suite_file import is_suite_file, load_suite_file
+
+        if isinstance(suite, Path) or is_suite_file(name):
+            loaded = load_suite_file(name)
+            return loaded.name, list(loaded.tracks)
+        return name, None
+    if suite is not None:
+        raise XaibenchError(f"suite={str(suite)!r} and model=/dataset=: give one or the other")
+    if model is None or dataset is None:
+        missing = "dataset" if dataset is None else "model"
+        raise XaibenchError(f"{missing}= is missing: an ad-hoc track needs model= and dataset= (e.g. 'folder:PATH')")
+    from xaibench.suites.adhoc import adhoc_track
+
+    spec = adhoc_track(
+        model,
+        dataset,
+        model_params=_mapping(model_params, "model_params"),
+        dataset_params=_mapping(dataset_params, "dataset_params"),
+        target=target,
+        name=track_name,
+    )
+    return ADHOC_SUITE, [spec]
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def run(
+    explainers: str | Sequence[str],
+    *,
+    suite: str | Path | None = None,
+    tracks: str | Sequence[str] | None = None,
+    metrics: str | Sequence[str] | None = None,
+    model: str | None = None,
+    dataset: str | None = None,
+    model_params: Mapping[str, Any] | None = None,
+    dataset_params: Mapping[str, Any] | None = None,
+    target: str = "predicted",
+    track_name: str | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    workdir: str | Path = ".xaibench",
+    submissions: str | Path | None = "submissions",
+    leaderboard_dir: str | Path | None = "leaderboard",
+    site: bool = True,
+    data_dir: str | Path | None = None,
+    timeout: float | None = 300.0,
+    batch_size: int = 16,
+    threads: int = 1,
+    cache: bool = True,
+    executor: str = "local",
+    workers: int = 1,
+    ray_address: str | None = None,
+    device: str = "auto",
+    progress: bool = True,
+) -> RunResults:
+    """Run explainers on a suite, or on one ad-hoc track, and publish, as ``xaibench run`` does.
+
+    The arguments are the options of ``xaibench run`` (``xaibench run --help``):
+
+    - ``explainers``: names, a list or a comma-separated string (``"gradient,random"``); ``"all"``
+      and ``"default"`` as on the command line.
+    - ``suite``: a suite plugin's name (``"default"`` when nothing else is given) or a suite file
+      (``*.toml``). ``tracks`` runs only those of its tracks; ``metrics`` only those metric ids
+      (``family:<name>`` selects a family).
+    - An ad-hoc track instead of a suite: ``model`` and ``dataset`` as ``NAME`` or ``NAME:ARG``
+      (``"timm:resnet18"``, ``"folder:/data/cats"``, ``"hf:/data/parquet"``), with
+      ``model_params`` / ``dataset_params`` (e.g. ``{"checkpoint": "resnet18.pth"}``), ``target``
+      (``"predicted"`` or ``"label"``) and ``track_name`` (default ``<model>-on-<dataset>``).
+    - ``params``: explainer parameters by explainer, ``{"gradient": {"smooth": True}}`` (``--param``).
+    - ``limit`` (samples per track), ``seed``, ``workdir``; ``submissions`` and
+      ``leaderboard_dir``: where publishing writes (``None``: do not publish; the leaderboard
+      needs the submissions), ``site``: also build the static site in ``<leaderboard_dir>/site``.
+    - ``data_dir``: root of the real datasets (``XAIBENCH_DATA_DIR``, set for this call only).
+    - ``timeout`` (seconds per explainer call; ``None`` or 0: none), ``batch_size``, ``threads``,
+      ``cache``, ``executor`` (``"local"`` worker processes, ``"ray"``, or ``"inprocess"`` for
+      trusted code), ``workers``, ``ray_address``, ``device`` (``auto``, ``cpu``, ``cuda[:N]``, ``mps``),
+      ``progress`` (progress bars). The plugins are the installed ones (``xaibench list plugins``).
+
+    Returns a :class:`RunResults`. A track that cannot be loaded is reported in
+    ``RunResults.failed`` (the command line exits 1 for it); the other tracks still run.
+    """
+    from xaibench.plugins.manager import get_registry
+    from xaibench.runner.run import RunConfig, resolve_explainers
+
+    registry = get_registry()
+    names = _names(explainers, "explainers")
+    running = resolve_explainers(registry, names)
+    explainer_params = _explainer_params(params, running)
+    _positive(limit, "limit", allow_none=True)
+    for value, argument in ((batch_size, "batch_size"), (threads, "threads"), (workers, "workers")):
+        _positive(value, argument)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise XaibenchError(f"seed={seed!r}: expected an integer")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
+        raise XaibenchError(f"timeout={timeout!r}: expected seconds >= 0, or None for no limit")
+    if executor not in EXECUTORS:
+        raise XaibenchError(f"executor={executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
+        raise XaibenchError(f"device={device!r}: expected auto, cpu, cuda, cuda:N or mps")
+    suite_name, suite_tracks = _suite_tracks(
+        suite,
+        model,
+        dataset,
+        model_params=model_params,
+        dataset_params=dataset_params,
+        target=target,
+        track_name=track_name,
+    )
+    work = Path(workdir).expanduser()
+    subs = Path(submissions).expanduser() if submissions is not None else None
+    board_dir = Path(leaderboard_dir).expanduser() if leaderboard_dir is not None else None
+    if board_dir is not None and subs is None:
+        raise XaibenchError("leaderboard_dir needs submissions: the leaderboard is built from the submission files")
+    if subs is not None:  # fail before the run, changing nothing (as the CLI does)
+        from xaibench.publish.validation import require_valid, submission_files
+
+        _writable_folder(subs, "submissions")
+        if board_dir is not None:
+            _writable_folder(board_dir, "leaderboard_dir")
+        require_valid(submission_files([subs]))
+    config = RunConfig(
+        explainers=names,
+        suite=suite_name,
+        tracks=_names(tracks, "tracks") or None,
+        metrics=_names(metrics, "metrics") or None,
+        explainer_params=explainer_params,
+        seed=seed,
+        limit=limit,
+        workdir=work,
+        forward_batch=batch_size,
+        timeout=timeout or None,
+        progress=progress,
+        use_cache=cache,
+        threads=threads,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        device=device,
+        suite_tracks=suite_tracks,
+    )
+    with _data_dir(Path(data_dir).expanduser() if data_dir is not None else None):
+        from xaibench.runner.run import run as run_suite
+
+        result = run_suite(config, registry)
+        out = RunResults(
+            summary=result.summary,
+            workdir=work,
+            failed={t: s["error"] for t, s in result.summary["tracks"].items() if "error" in s},
+        )
+        if subs is not None:
+            from xaibench.publish.submission import write_run
+
+            out.submissions_dir = subs
+            out.submission_files = list(write_run(result, registry, subs))
+            if board_dir is not None:
+                _publish(out, subs, board_dir, site=site, registry=registry)
+    return out
+
+
+def _publish(out: RunResults, submissions: Path, board_dir: Path, *, site: bool, registry: Registry) -> None:
+    """The leaderboard files (and the site) from every submission in ``submissions``, as the CLI's
+    publishing step writes them, without printing."""
+    from xaibench.publish.validation import require_valid, submission_files
+    from xaibench.publish.writers import build_leaderboard, write_leaderboard
+
+    require_valid(submission_files([submissions]))
+    board = build_leaderboard(submissions)
+    out.leaderboard_dir = board_dir
+    out.leaderboard_files = list(write_leaderboard(board, board_dir))
+    if site:
+        from xaibench.site import build_site
+
+        out.site_dir = board_dir / "site"
+        build_site(submissions, out.site_dir, board=board, validate=False, registry=registry)
