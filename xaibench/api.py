@@ -315,12 +315,15 @@ class Metric(Parametrised):
 
     Set ``family``, ``direction`` (which way is better) and ``ranking`` (whether
     the metric enters its family's rank). ``applies`` returns a reason when the
-    metric cannot apply to a track at all.
+    metric cannot apply to a track at all. ``default = False`` keeps a metric out of
+    ``family:<name>`` selectors and of "every metric": it runs only when named by its id
+    (``--metric``, a suite's metric list), as the Quantus adapters do.
     """
 
     family: ClassVar[Family] = "other"
     direction: ClassVar[Direction] = "higher"
     ranking: ClassVar[bool] = False
+    default: ClassVar[bool] = True
     unit: ClassVar[str] = ""
     explanation_kinds: ClassVar[tuple[ExplanationKind, ...]] = ("saliency",)
     component_kind: ClassVar[str] = "metric"

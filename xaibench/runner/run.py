@@ -186,12 +186,16 @@ def resolve_tracks(
 
 
 def resolve_metrics(registry: Registry, track: TrackSpec, wanted: Sequence[str] | None) -> list[Metric]:
-    """The metric ids asked for, else the track's (``family:<name>`` selects a whole family), else all."""
+    """The metric ids asked for, else the track's (``family:<name>`` selects a whole family), else all.
+
+    Metrics with ``default = False`` run only when named by id: a family selector and "all" skip them.
+    """
     names: list[str] = []
-    for item in list(wanted) if wanted else list(track.metrics or registry.names("metric")):
+    by_default = [e for e in registry.entries("metric") if getattr(e.cls, "default", True)]
+    for item in list(wanted) if wanted else list(track.metrics or [e.info.name for e in by_default]):
         if item.startswith("family:"):
             family = item.split(":", 1)[1]
-            names += [e.info.name for e in registry.entries("metric") if e.cls.family == family]
+            names += [e.info.name for e in by_default if e.cls.family == family]
         else:
             names.append(item)
     names = list(dict.fromkeys(names))
