@@ -126,6 +126,14 @@ def test_timm_checkpoint_on_a_folder_with_masks_runs_offline(
     assert provenance["model"]["identity"].startswith("timm:resnet18@")
     assert (provenance["dataset"]["name"], provenance["dataset"]["params"]) == ("folder", {"root": str(data)})
     assert "resnet18-on-cats" in output  # the leaderboard printed the track
+    # The submission re-runs from its recorded provenance (the suite "adhoc" is no plugin).
+    try:
+        main(["submission", "verify", str(tmp_path / "subs" / "gradient.json"), "--samples", "2"])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    verified = capsys.readouterr().out
+    assert code == 0 and "verified: 2 of 2 records" in verified, verified
 
 
 @pytest.mark.parametrize(

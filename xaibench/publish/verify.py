@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from xaibench.api import TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
@@ -224,6 +225,39 @@ def _differs(what: str, recorded: Any, here: Any) -> str | None:
     return f"{what}: recorded {json.dumps(_json(recorded))}, here {json.dumps(_json(here))}"
 
 
+def recorded_tracks(path: Path, data: Mapping[str, Any], tracks: Sequence[str], registry: Registry) -> list[TrackSpec]:
+    """The tracks of a run whose suite is no installed plugin (``adhoc`` command-line tracks, a
+    suite file), rebuilt from each track's recorded provenance: dataset and model with their
+    parameters, target, and the recorded parameters of its metrics."""
+    classes = {e.info.name: e.cls for e in registry.entries("metric")}
+    specs: list[TrackSpec] = []
+    for track in tracks:
+        entry = _object(data["tracks"].get(track))
+        provenance = _object(entry.get("provenance"))
+        dataset, model = _object(provenance.get("dataset")), _object(provenance.get("model"))
+        if not isinstance(dataset.get("name"), str) or not isinstance(model.get("name"), str):
+            raise XaibenchError(f"{path}: track {track!r} records no dataset and model names; cannot re-run it")
+        metric_params: dict[str, dict[str, Any]] = {}
+        for metric, recorded in _object(entry.get("metrics")).items():
+            params = _object(_object(recorded).get("params"))
+            known = getattr(classes.get(metric), "default_params", {})
+            metric_params[metric] = {k: v for k, v in params.items() if k in known and k not in VOLATILE_METRIC_PARAMS}
+        target = provenance.get("target") if provenance.get("target") in ("predicted", "label") else "predicted"
+        specs.append(
+            TrackSpec(
+                name=track,
+                dataset=dataset["name"],
+                model=model["name"],
+                dataset_params=_object(dataset.get("params")),
+                model_params=_object(model.get("params")),
+                target=target,
+                synthetic=bool(provenance.get("synthetic", False)),
+                metric_params=metric_params,
+            )
+        )
+    return specs
+
+
 def _metric_differences(
     path: Path, data: Mapping[str, Any], chosen: Sequence[Record], registry: Registry, specs: Mapping[str, Any]
 ) -> list[str]:
@@ -296,7 +330,8 @@ def verify_submission(
     tracks = sorted({r.track for r in chosen})
     try:
         info = registry.info("explainer", name)
-        specs = {s.name: s for s in resolve_tracks(registry, suite, tracks)}
+        given = recorded_tracks(path, data, tracks, registry) if suite not in registry.names("suite") else None
+        specs = {s.name: s for s in resolve_tracks(registry, suite, tracks, given)}
     except XaibenchError as exc:
         raise XaibenchError(f"{path}: {exc}") from None
 
@@ -326,6 +361,7 @@ def verify_submission(
             examples=0,
             device=device,
             samples=ids,
+            suite_tracks=given,
         )
         runner = _runner(path, config, registry, result)
         try:
