@@ -1,4 +1,5 @@
-"""The first-party explainer distributions (plugins/xaibench-gradcam, -captum, -rise) together:
+"""The first-party explainer distributions (plugins/xaibench-gradcam, -captum, -rise, -zennit,
+-vit) together:
 each is discovered through its entry point with no name clash, each ships its own tests (in
 ``plugins/<dist>/tests``, collected from the repository root), and a broken third-party
 distribution changes nothing but its own status. What each plugin computes is tested in its own
@@ -16,7 +17,13 @@ import pytest
 from xaibench.plugins.manager import Registry
 
 REPO = Path(__file__).resolve().parents[1]
-DISTRIBUTIONS: dict[str, str] = {"gradcam": "xaibench-gradcam", "captum": "xaibench-captum", "rise": "xaibench-rise"}
+DISTRIBUTIONS: dict[str, str] = {
+    "gradcam": "xaibench-gradcam",
+    "captum": "xaibench-captum",
+    "rise": "xaibench-rise",
+    "zennit": "xaibench-zennit",
+    "vit": "xaibench-vit",
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +46,9 @@ def test_distributions_register_side_by_side(registry: Registry) -> None:
         assert status.components, f"{dist} registered nothing"
         for component in status.components:
             kind, name = component.split(":", 1)
-            assert kind == "explainer" and name not in builtin and name not in seen, f"{name}: registered twice"
+            if kind != "explainer":  # xaibench-vit also registers its suite
+                continue
+            assert name not in builtin and name not in seen, f"{name}: registered twice"
             seen[name] = dist
             assert registry.info("explainer", name).distribution == dist
 

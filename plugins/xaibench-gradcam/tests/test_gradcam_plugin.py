@@ -236,3 +236,16 @@ def test_vit_reshape(tiny: TinyTrack) -> None:
     assert maps.shape == (4, 32, 32) and np.isfinite(maps).all() and maps.std() > 0
     model.reshape_transform = vit_reshape(1)  # the model-provided reshape, used by reshape="model"
     np.testing.assert_array_equal(cams.GradCAM().explain(model, tiny.inputs, tiny.targets), maps)
+
+
+def test_timm_vit_token_maps_reshape_without_a_setting(builtins: Registry, tiny: TinyTrack) -> None:
+    # timm's ViTs declare num_prefix_tokens: reshape="model" folds their tokens with no setting
+    model = builtins.create(
+        "model", "timm", arch="test_vit", pretrained=False, num_classes=3, target_layers=["blocks.5.norm1"]
+    )
+    track = tiny_track(2, model=model, dataset=tiny.dataset)
+    before = model_state(model.module)
+    maps = track.run(cams.GradCAM())
+    assert maps.shape == (2, 160, 160)  # a 10 x 10 patch grid behind the class token, resized
+    np.testing.assert_array_equal(maps, track.run(cams.GradCAM(reshape="vit")))
+    assert model_state(model.module) == before

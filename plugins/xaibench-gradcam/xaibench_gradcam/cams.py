@@ -4,7 +4,8 @@ Every explainer returns ``(B, S, S)`` float32 maps in [0, 1] (the library's ReLU
 per-image min-max scaling; higher = more relevant to the target class). Targets are
 the target-class logits. Target layers come from ``Model.target_layers``; token
 outputs (ViT) are folded into a grid by the ``reshape`` parameter: ``model`` uses the
-model's ``reshape_transform`` attribute when it has one, ``vit`` drops
+model's ``reshape_transform`` attribute when it has one (else ``vit`` for a network with
+``num_prefix_tokens``, such as timm's ViTs), ``vit`` drops
 ``num_prefix_tokens`` (default 1) tokens and folds the rest, ``none`` never reshapes.
 Parameters are frozen during a call (only the input needs gradients) and every hook
 is removed afterwards, so the model leaves exactly as it came.

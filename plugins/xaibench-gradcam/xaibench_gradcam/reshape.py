@@ -31,7 +31,9 @@ def vit_reshape(prefix_tokens: int) -> Callable[[torch.Tensor], torch.Tensor]:
 
 def reshape_for(model: Model, mode: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """The activation reshape for ``mode``: ``model`` (the model's ``reshape_transform``
-    attribute, if any), ``none``, or ``vit`` (``num_prefix_tokens`` of the model, default 1)."""
+    attribute; without one, the ``vit`` reshape for a network that declares
+    ``num_prefix_tokens``, as timm's vision transformers do; else none), ``none``, or ``vit``
+    (``num_prefix_tokens`` of the model, else of its network, default 1)."""
     if mode == "none":
         return None
     if mode == "vit":
@@ -40,4 +42,6 @@ def reshape_for(model: Model, mode: str) -> Callable[[torch.Tensor], torch.Tenso
             prefix = getattr(model.module, "num_prefix_tokens", 1)
         return vit_reshape(int(prefix))
     transform = getattr(model, "reshape_transform", None)
-    return transform if callable(transform) else None
+    if callable(transform):
+        return transform
+    return reshape_for(model, "vit") if hasattr(model.module, "num_prefix_tokens") else None
