@@ -6,7 +6,8 @@ Layout of the output folder (default ``<leaderboard dir>/site``)::
                              track (overall rank first), disclosure filters
     explainers/<slug>.html   one page per submission: overlays, curves, distributions, provenance
     methodology.html         metrics from the registry: family, direction, version, description
-    correlations.html        Spearman rho metric x metric across explainers; each metric vs pasta_q1
+    correlations.html        Spearman rho metric x metric across explainers; each metric vs pasta_q1;
+                             the PASTA paper's human ratings against the classic metrics (site/human_ratings.py)
     assets/site.css|site.js  the site's own CSS and vanilla JS (no CDN, no fonts, no requests)
     assets/overlays/*.png    example overlays, copied after their sha256 was checked
     data/                    leaderboard.csv/.json and the submission files, for download
@@ -59,6 +60,7 @@ from xaibench.publish.writers import (
 )
 from xaibench.site import charts
 from xaibench.site.correlations import PERCEPTUAL_REFERENCE, correlation_matrix, oriented, pair_rho
+from xaibench.site.human_ratings import human_ratings_section
 from xaibench.version import __version__
 
 HERE = Path(__file__).resolve().parent
@@ -116,11 +118,15 @@ def build_site(
     board: Leaderboard | None = None,
     registry: Registry | None = None,
     validate: bool = True,
+    paper_dir: Path | None = None,
 ) -> list[Path]:
     """Validate the submissions, then write the whole site to ``site_dir``; returns the HTML pages.
 
     ``site_dir`` is replaced as a whole; it must be absent, empty, or a site built before
     (it holds the marker file ``.xaibench-site``), so no other folder is ever deleted.
+    ``paper_dir``: the shared ``pasta-paper`` folder for the correlations page's human ratings
+    section; ``None`` finds it from the environment (``XAIBENCH_DATA_DIR``, as ``--data-dir`` sets
+    it, or ``XAIBENCH_DATA_PASTA_PAPER``), and the section says in one line when it is absent.
     """
     if not submissions_dir.is_dir():
         raise XaibenchError(f"{submissions_dir}: no such submissions folder")
@@ -142,7 +148,7 @@ def build_site(
     site_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_staging_dir(site_dir)
     try:
-        pages = _write_site(tmp, submissions_dir, subs, board, registry)
+        pages = _write_site(tmp, submissions_dir, subs, board, registry, paper_dir)
         if site_dir.exists():
             shutil.rmtree(site_dir)
         tmp.rename(site_dir)
@@ -188,7 +194,12 @@ def _num_text(value: Any, digits: int = 3) -> str:
 
 
 def _write_site(
-    out: Path, submissions_dir: Path, subs: list[Submitted], board: Leaderboard, registry: Registry
+    out: Path,
+    submissions_dir: Path,
+    subs: list[Submitted],
+    board: Leaderboard,
+    registry: Registry,
+    paper_dir: Path | None = None,
 ) -> list[str]:
     env = _environment()
     (out / "assets" / "overlays").mkdir(parents=True)
@@ -226,6 +237,9 @@ def _write_site(
             page="correlations",
             tracks=[_correlation_view(board, t, by_key) for t in board.track_names()],
             reference=PERCEPTUAL_REFERENCE,
+            human=human_ratings_section(
+                board.rows, {s.key: (str(s.data["explainer"].get("name", s.key)), s.name) for s in subs}, paper_dir
+            ),
             **common,
         ),
     }
