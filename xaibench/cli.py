@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -632,6 +633,245 @@ def submission_verify(path: Path, k: int, seed: int, data_dir: Path | None) -> N
     click.echo(verdict)  # last, where scripts and eyes look
     if not result.passed:
         sys.exit(1)
+
+
+def _application_options(func: Any) -> Any:
+    """The options ``xaibench tune`` and ``xaibench select`` share with ``xaibench run``."""
+    options = [
+        click.option("--objective", required=True, metavar="METRIC", help="Metric id to optimise, in its direction."),
+        click.option("--track", required=True, help="The suite's track to search on (e.g. shapes, photos)."),
+        click.option(
+            "--suite",
+            default="default",
+            show_default=True,
+            metavar="NAME|FILE.toml",
+            help="Suite holding --track: a suite plugin or a suite file.",
+        ),
+        click.option("--limit", type=click.IntRange(min=1), help="Use at most this many samples of the track."),
+        click.option("--seed", default=0, show_default=True, help="Seed for every random choice and the intervals."),
+        click.option(
+            "--workdir",
+            type=click.Path(path_type=Path),
+            default=Path(".xaibench"),
+            show_default=True,
+            help="Workdir of the runs (explanation cache and records are shared with `xaibench run`).",
+        ),
+        click.option(
+            "--out",
+            "out_dir",
+            type=click.Path(path_type=Path),
+            help="Folder for the CSV and JSON tables (default: the workdir).",
+        ),
+        click.option(
+            "--data-dir",
+            type=click.Path(path_type=Path, exists=True, file_okay=False),
+            help="Root holding real datasets (sets XAIBENCH_DATA_DIR), as for `xaibench run`.",
+        ),
+        click.option(
+            "--timeout",
+            default=300.0,
+            show_default=True,
+            type=click.FloatRange(min=0),
+            help="Seconds allowed per explainer call (0: none).",
+        ),
+        click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch threads."),
+        click.option(
+            "--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Explainer worker processes."
+        ),
+        click.option(
+            "--device",
+            default="auto",
+            show_default=True,
+            metavar="auto|cpu|cuda|cuda:N|mps",
+            callback=_check_device,
+            help="Device for models, explainers and metrics.",
+        ),
+        click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _application_config(ctx: click.Context, options: dict[str, Any]) -> Any:
+    """The :class:`RunConfig` of a tune/select search from the shared options."""
+    from xaibench.runner.run import RunConfig
+
+    if options["data_dir"] is not None:
+        os.environ["XAIBENCH_DATA_DIR"] = str(options["data_dir"].resolve())
+    suite, suite_tracks = _suite_tracks(ctx, options["suite"], None, None, (), (), None, None)
+    return RunConfig(
+        explainers=[],
+        suite=suite,
+        suite_tracks=suite_tracks,
+        seed=options["seed"],
+        limit=options["limit"],
+        workdir=options["workdir"],
+        timeout=options["timeout"] or None,
+        threads=options["threads"],
+        workers=options["workers"],
+        device=options["device"],
+        progress=not options["quiet"],
+    )
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+@cli.command()
+@click.option("--explainer", "-e", required=True, help="The explainer whose parameters are searched.")
+@click.option(
+    "--grid",
+    "grid",
+    multiple=True,
+    required=True,
+    metavar="KEY=V1,V2,...",
+    help="Values of one parameter (JSON when they parse, else strings); repeat for a cartesian product.",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE[,KEY=VALUE]",
+    help="A parameter fixed in every setting (not searched), repeatable.",
+)
+@_application_options
+@click.option(
+    "--submit",
+    is_flag=True,
+    help=(
+        "Then run the chosen setting on every track of --suite, marked tuned_on_benchmark, write its "
+        "submission to --submissions and rebuild the leaderboard."
+    ),
+)
+@click.option(
+    "--submissions",
+    "submissions_dir",
+    type=click.Path(path_type=Path),
+    default=Path("submissions"),
+    show_default=True,
+    help="Folder for the submission of --submit.",
+)
+@click.option(
+    "--leaderboard-dir",
+    type=click.Path(path_type=Path),
+    default=Path("leaderboard"),
+    show_default=True,
+    help="Leaderboard folder rebuilt by --submit.",
+)
+@click.pass_context
+def tune(ctx: click.Context, explainer: str, grid: tuple[str, ...], params: tuple[str, ...], **options: Any) -> None:
+    """Search an explainer's parameters for the best mean --objective on one track.
+
+    \b
+    Every setting of the grid (the cartesian product of the --grid values) is explained and
+    scored through the runner (cached, resumable); the table of every setting, with 95 %
+    bootstrap intervals and the paired difference to the best, is printed and written to
+    <out>/tune-<explainer>-<track>-<objective>.csv and .json. The best setting is the best
+    mean in the metric's direction. For example:
+      xaibench tune -e lime --grid kernel_width=0.1,0.25,0.5 --objective pasta_q1 --track shapes --limit 16
+    """
+    from xaibench.applications.settings import expand_grid, parse_grid, run_settings, score_settings
+    from xaibench.applications.tune import tune as tune_settings
+    from xaibench.applications.tune import write_tune
+
+    registry = get_registry()
+    registry.entry("explainer", explainer)
+    settings = expand_grid(explainer, parse_grid(grid), _parse_kv(params, "'--param'"))
+    submit = options.pop("submit")
+    submissions_dir, leaderboard_dir = options.pop("submissions_dir"), options.pop("leaderboard_dir")
+    if submit:
+        from xaibench.publish.validation import require_valid, submission_files
+
+        _writable_folder(submissions_dir, "--submissions")
+        _writable_folder(leaderboard_dir, "--leaderboard-dir")
+        require_valid(submission_files([submissions_dir]))
+    config = _application_config(ctx, options)
+    scores = score_settings(settings, options["objective"], options["track"], config, registry)
+    result = tune_settings(scores, seed=options["seed"])
+    arrow = "↑" if result.direction == "higher" else "↓"
+    table = Table(
+        "setting",
+        f"mean {result.objective} {arrow}",
+        "95 % interval",
+        "n",
+        "n/a",
+        "Δ vs best [95 %]",
+        title=f"tune {explainer} on {result.track} ({len(result.rows)} settings, {result.objective} {arrow})",
+    )
+    for row in result.rows:
+        interval = "n/a" if row.ci_low is None else f"[{row.ci_low:.4f}, {row.ci_high:.4f}]"
+        delta = "n/a" if row.delta is None else f"{row.delta:+.4f} [{row.delta_low:+.4f}, {row.delta_high:+.4f}]"
+        name = f"[bold]{row.setting} *" if row.best else row.setting
+        table.add_row(name, _number(row.mean), interval, str(row.n), str(row.n_na), delta)
+    console.print(table)
+    paths = write_tune(result, options["out_dir"] or options["workdir"])
+    console.print(f"best: {result.best.label} (* above); wrote " + ", ".join(str(p) for p in paths))
+    if submit:
+        from xaibench.publish.submission import write_run
+
+        run_config = dataclasses.replace(config, tracks=None, metrics=None)
+        run_result = run_settings([result.best], run_config, registry, tuned=True, keep_names=True)
+        write_run(run_result, registry, submissions_dir)
+        publish(submissions_dir, leaderboard_dir, None, with_site=True)
+        console.print(f"submitted {result.best.label} to {submissions_dir} marked tuned_on_benchmark")
+
+
+@cli.command("select")
+@click.option(
+    "--explainer",
+    "-e",
+    "explainers",
+    multiple=True,
+    required=True,
+    help="An explainer to choose from; repeat or comma-separate.",
+)
+@click.option(
+    "--grid",
+    "grid",
+    multiple=True,
+    metavar="[EXPLAINER.]KEY=V1,V2,...",
+    help="Choose among these settings of EXPLAINER too (EXPLAINER. may be left out with one --explainer).",
+)
+@_application_options
+@click.pass_context
+def select_(ctx: click.Context, explainers: tuple[str, ...], grid: tuple[str, ...], **options: Any) -> None:
+    """Pick, per image, the explainer or setting with the best --objective on one track.
+
+    \b
+    Writes the per-image choices to <out>/select-<track>-<objective>.csv and everything, with
+    the gain of the per-image choice over the best single setting, to the .json. For example:
+      xaibench select -e gradcam --grid target_layer=layer2,layer3,layer4 --objective pasta_q1 --track photos
+    """
+    from xaibench.applications.select import select, write_select
+    from xaibench.applications.settings import candidate_settings, score_settings
+
+    registry = get_registry()
+    names = _split(explainers)
+    for name in names:
+        registry.entry("explainer", name)
+    settings = candidate_settings(names, grid)
+    if len(settings) < 2:
+        raise click.UsageError("select needs at least two settings: give two --explainer, or a --grid")
+    config = _application_config(ctx, options)
+    scores = score_settings(settings, options["objective"], options["track"], config, registry)
+    result = select(scores, seed=options["seed"])
+    arrow = "↑" if result.direction == "higher" else "↓"
+    table = Table("setting", f"mean {result.objective} {arrow}", "images chosen", title=f"select on {result.track}")
+    counts = result.counts
+    for label in result.settings:
+        name = f"[bold]{label} (best single)" if label == result.best_single else label
+        table.add_row(name, _number(result.means[label]), str(counts[label]))
+    table.add_row("[bold]per-image best", _number(result.selected_mean), str(len(result.choices)))
+    console.print(table)
+    skipped = f"; {result.skipped} samples without a value for every setting left out" if result.skipped else ""
+    console.print(
+        f"gain over the best single setting ({result.best_single}): {result.gain:+.4f} "
+        f"[{result.gain_low:+.4f}, {result.gain_high:+.4f}] on {len(result.choices)} images{skipped}"
+    )
+    paths = write_select(result, options["out_dir"] or options["workdir"])
+    console.print("wrote " + ", ".join(str(p) for p in paths))
 
 
 from xaibench.pasta.training.cli import pasta  # noqa: E402 - the PASTA command group lives with its package

@@ -384,12 +384,21 @@ class Lime(_SuperpixelExplainer):
 
     name = "lime"
     description = "LIME (Ribeiro et al. 2016) on SLIC superpixels via Captum."
+    default_params: ClassVar[dict[str, Any]] = {**_SuperpixelExplainer.default_params, "kernel_width": 0.25}
+    param_specs: ClassVar[dict[str, Param]] = {
+        **_SuperpixelExplainer.param_specs,
+        "kernel_width": Param(float, low=1e-3, high=100.0),
+    }
 
     def _method(self, forward):
         from captum._utils.models.linear_model import SkLearnRidge
         from captum.attr import Lime as Method
 
-        return Method(forward, interpretable_model=SkLearnRidge(alpha=1.0), similarity_func=_lime_kernel(0.25))
+        return Method(
+            forward,
+            interpretable_model=SkLearnRidge(alpha=1.0),
+            similarity_func=_lime_kernel(self.params["kernel_width"]),
+        )
 
 
 class KernelShap(_SuperpixelExplainer):

@@ -91,6 +91,12 @@ class CamExplainer(Explainer):
         x = as_inputs(inputs)
         classes = as_targets(targets, int(x.shape[0])).tolist()
         layers = resolve_target_layers(model, self.name) if "target_layer" in self.needs else []
+        override = self.params.get("target_layer")
+        if layers and override:  # a dotted path into model.module overrides the model's target layers
+            try:
+                layers = [model.module.get_submodule(str(override))]
+            except AttributeError:
+                raise ValueError(f"{self.name}: target_layer {override!r} is not a submodule of the model") from None
         reshape = reshape_for(model, self.params.get("reshape", "none"))
         with isolated_grads(model.module), torch.set_grad_enabled(self.uses_gradients):
             if self.uses_gradients and self.input_grad:
@@ -116,6 +122,7 @@ class GradCAM(CamExplainer):
     name = "gradcam"
     description = "Grad-CAM (Selvaraju et al. 2017) via pytorch-grad-cam."
     cam_class = "GradCAM"
+    default_params: ClassVar[dict[str, Any]] = {**CamExplainer.default_params, "target_layer": None}
 
 
 class HiResCAM(CamExplainer):
