@@ -7,7 +7,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from xaibench.errors import XaibenchError
+from xaibench.files import check_writable_folder
 from xaibench.params import parse_value
 from xaibench.plugins.manager import KIND_BASES, get_registry
 
@@ -137,22 +137,9 @@ def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str
 
 
 def _writable_folder(path: Path, option: str) -> None:
-    """Fail at once with one line naming the option when ``path`` cannot be a folder we write in.
-
-    Checked by creating the folder and a temporary file in it, not by permission bits, so it also
-    holds for root (who ignores ``chmod``), read-only mounts and immutable folders. The messages
-    match those of the runner's workdir lock (:class:`xaibench.runner.store.WorkdirLock`).
-    """
-    if path.exists() and not path.is_dir():
-        raise XaibenchError(f"{option} {path}: is a file, not a folder; pass a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except (FileExistsError, NotADirectoryError):
-        raise XaibenchError(f"{option} {path}: a part of the path is a file, not a folder") from None
-    except OSError as exc:
-        raise XaibenchError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
+    """Fail at once with one line naming the option when ``path`` cannot be a folder we write in
+    (the messages match those of the runner's workdir lock, :class:`xaibench.runner.store.WorkdirLock`)."""
+    check_writable_folder(path, f"{option} {path}")
 
 
 def _check_params(params: dict[str, dict[str, Any]], running: Sequence[str]) -> None:
@@ -538,8 +525,17 @@ def leaderboard() -> None:
 )
 @click.option("--no-site", is_flag=True, help="Write only the leaderboard files.")
 @click.option("--wide", is_flag=True, help=WIDE_HELP)
-def leaderboard_build(submissions_dir: Path, out_dir: Path, site_dir: Path | None, no_site: bool, wide: bool) -> None:
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Root holding the shared data (sets XAIBENCH_DATA_DIR): its pasta-paper/ tables go on the correlations page.",
+)
+def leaderboard_build(
+    submissions_dir: Path, out_dir: Path, site_dir: Path | None, no_site: bool, wide: bool, data_dir: Path | None
+) -> None:
     """Validate every submission, rank them per track, write the leaderboard files and the static site."""
+    if data_dir is not None:
+        os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
     publish(submissions_dir, out_dir, site_dir, with_site=not no_site, wide=wide)
 
 
@@ -548,20 +544,14 @@ def publish(
 ) -> None:
     """Validate the submissions, write the leaderboard files (and site) and print the ranking
     (``wide``: every metric column)."""
-    from xaibench.publish.validation import require_valid, submission_files
-    from xaibench.publish.writers import build_leaderboard, print_leaderboard, write_leaderboard
+    from xaibench.publish.writers import print_leaderboard
+    from xaibench.python_api import publish_leaderboard
 
-    require_valid(submission_files([submissions_dir]))
-    board = build_leaderboard(submissions_dir)
-    paths = write_leaderboard(board, out_dir)
-    print_leaderboard(board, console, wide=wide)
-    console.print("wrote " + ", ".join(str(p) for p in paths))
-    if with_site:
-        from xaibench.site import build_site
-
-        site = site_dir or out_dir / "site"
-        pages = build_site(submissions_dir, site, board=board, validate=False)
-        console.print(f"site: {len(pages)} pages in {site}/ (open index.html)")
+    published = publish_leaderboard(submissions_dir, out_dir, site_dir, with_site=with_site)
+    print_leaderboard(published.board, console, wide=wide)
+    console.print("wrote " + ", ".join(str(p) for p in published.files))
+    if published.site_dir is not None:
+        console.print(f"site: {len(published.pages)} pages in {published.site_dir}/ (open index.html)")
 
 
 @cli.group()

@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,24 @@ def remove_leftovers(root: Path) -> int:
                     continue
                 removed += 1
     return removed
+
+
+def check_writable_folder(path: Path, shown: str) -> None:
+    """Raise :class:`~xaibench.errors.XaibenchError` (one line starting with ``shown``, the option
+    or argument as the user wrote it) when ``path`` cannot be a folder we write in.
+
+    Checked by creating the folder and a temporary file in it, not by permission bits, so it also
+    holds for root (who ignores ``chmod``), read-only mounts and immutable folders.
+    """
+    from xaibench.errors import XaibenchError
+
+    if path.exists() and not path.is_dir():
+        raise XaibenchError(f"{shown}: is a file, not a folder; pass a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise XaibenchError(f"{shown}: a part of the path is a file, not a folder") from None
+    except OSError as exc:
+        raise XaibenchError(f"{shown}: cannot write there ({exc.strerror or exc})") from None

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xaibench.errors import XaibenchError
+from xaibench.files import check_writable_folder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -206,18 +206,9 @@ def _explainer_params(value: Any, running: Sequence[str]) -> dict[str, dict[str,
 
 
 def _writable_folder(path: Path, argument: str) -> None:
-    """Fail at once, naming the argument, when ``path`` cannot be a folder we write in (checked
-    by creating it and a temporary file in it, as the CLI checks its output options)."""
-    if path.exists() and not path.is_dir():
-        raise XaibenchError(f"{argument}={str(path)!r}: is a file, not a folder; pass a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except (FileExistsError, NotADirectoryError):
-        raise XaibenchError(f"{argument}={str(path)!r}: a part of the path is a file, not a folder") from None
-    except OSError as exc:
-        raise XaibenchError(f"{argument}={str(path)!r}: cannot write there ({exc.strerror or exc})") from None
+    """Fail at once, naming the argument, when ``path`` cannot be a folder we write in (as the CLI
+    checks its output options)."""
+    check_writable_folder(path, f"{argument}={str(path)!r}")
 
 
 @contextmanager
@@ -417,18 +408,46 @@ def run(
     return out
 
 
-def _publish(out: RunResults, submissions: Path, board_dir: Path, *, site: bool, registry: Registry) -> None:
-    """The leaderboard files (and the site) from every submission in ``submissions``, as the CLI's
-    publishing step writes them, without printing."""
+@dataclass
+class Published:
+    """What :func:`publish_leaderboard` wrote: the board, its files, and the site (if built)."""
+
+    board: Any
+    files: list[Path]
+    site_dir: Path | None = None
+    pages: list[Path] = field(default_factory=list)
+
+
+def publish_leaderboard(
+    submissions: Path,
+    board_dir: Path,
+    site_dir: Path | None = None,
+    *,
+    with_site: bool = True,
+    registry: Registry | None = None,
+) -> Published:
+    """Validate every submission in ``submissions``, write the leaderboard files to ``board_dir``
+    and, with ``with_site``, the static site (``site_dir``, default ``board_dir/site``). Nothing
+    is printed; ``xaibench run`` and ``xaibench leaderboard build`` print from what it returns."""
     from xaibench.publish.validation import require_valid, submission_files
     from xaibench.publish.writers import build_leaderboard, write_leaderboard
 
     require_valid(submission_files([submissions]))
     board = build_leaderboard(submissions)
-    out.leaderboard_dir = board_dir
-    out.leaderboard_files = list(write_leaderboard(board, board_dir))
-    if site:
+    published = Published(board=board, files=list(write_leaderboard(board, board_dir)))
+    if with_site:
         from xaibench.site import build_site
 
-        out.site_dir = board_dir / "site"
-        build_site(submissions, out.site_dir, board=board, validate=False, registry=registry)
+        published.site_dir = site_dir or board_dir / "site"
+        published.pages = list(
+            build_site(submissions, published.site_dir, board=board, validate=False, registry=registry)
+        )
+    return published
+
+
+def _publish(out: RunResults, submissions: Path, board_dir: Path, *, site: bool, registry: Registry) -> None:
+    """The leaderboard files (and the site) of the run's results."""
+    published = publish_leaderboard(submissions, board_dir, with_site=site, registry=registry)
+    out.leaderboard_dir = board_dir
+    out.leaderboard_files = published.files
+    out.site_dir = published.site_dir
