@@ -123,6 +123,7 @@ def save_checkpoint(path: Path, meta: dict[str, Any], networks: dict[str, Scorin
             "n_questions": net.n_questions,
             "dropout": net.dropout_p,
             "pca": net.pca,
+            "head": net.head,
         }
     meta.setdefault("questions", list(QUESTIONS))
     payload = {
@@ -160,7 +161,12 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         if not shape:
             raise ValueError(f"{path}: branch {kind!r} has no network shape in its metadata")
         net = ScoringNetwork(
-            shape["dim"], shape["hidden"], shape["n_questions"], shape.get("dropout", 0.0), shape.get("pca", 0)
+            shape["dim"],
+            shape["hidden"],
+            shape["n_questions"],
+            shape.get("dropout", 0.0),
+            shape.get("pca", 0),
+            head=shape.get("head", "mlp"),
         )
         try:
             net.load_state_dict(state, strict=True)
@@ -216,6 +222,12 @@ def write_card(path_pt: Path, card: dict[str, Any]) -> tuple[Path, Path]:
             f"- items: {branch.get('n_items')}, techniques: {', '.join(branch.get('techniques', []))}",
             f"- settings: {json.dumps(branch.get('settings', {}))}",
         ]
+        selection = branch.get("model_selection")
+        if isinstance(selection, dict) and selection.get("chosen"):
+            lines.append(
+                f"- configuration of the shipped network: {json.dumps(selection['chosen'])} "
+                f"({selection.get('criterion', '')})"
+            )
         if branch.get("skipped"):
             lines.append(f"- left out: {'; '.join(branch['skipped'])}")
         lines.append("")

@@ -133,12 +133,35 @@ def _sources(f: Any) -> Any:
 @click.option("--image-encoder-param", multiple=True, metavar="KEY=VALUE", help="e.g. pretrained=/path/to/weights.bin")
 @click.option("--text-encoder", default="minilm-l6", show_default=True)
 @click.option("--text-encoder-param", multiple=True, metavar="KEY=VALUE")
-@click.option("--epochs", default=500, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--head",
+    type=click.Choice(["auto", "mlp", "ridge"]),
+    default="auto",
+    show_default=True,
+    help=(
+        "auto: choose the head (ridge, PCA + MLP, MLP), its weight decay and epochs on a validation split "
+        "disjoint in images and techniques; mlp / ridge: that head with the options below."
+    ),
+)
+@click.option(
+    "--alpha",
+    default=100.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Ridge penalty (--head ridge).",
+)
+@click.option(
+    "--epochs", default=500, show_default=True, type=click.IntRange(min=1), help="Training epochs (--head mlp)."
+)
 @click.option("--batch-size", default=128, show_default=True, type=click.IntRange(min=1))
 @click.option("--lr", default=1e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.option("--loss-weights", default="1,0.01,0.1", show_default=True, help="a,b,c: cosine, MSE, ranking hinge.")
 @click.option(
-    "--hidden", default=64, show_default=True, type=click.IntRange(min=1), help="Hidden units per question head."
+    "--hidden",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Hidden units per question head (--head mlp).",
 )
 @click.option("--dropout", default=0.1, show_default=True, type=click.FloatRange(0, 1, max_open=True))
 @click.option(
@@ -146,9 +169,11 @@ def _sources(f: Any) -> Any:
     default=0,
     show_default=True,
     type=click.IntRange(min=0),
-    help="Whitened principal components of the embeddings (0: off).",
+    help="Whitened principal components of the embeddings (0: off; --head mlp).",
 )
-@click.option("--weight-decay", default=0.0, show_default=True, type=click.FloatRange(min=0))
+@click.option(
+    "--weight-decay", default=0.0, show_default=True, type=click.FloatRange(min=0), help="L2 penalty (--head mlp)."
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--protocol", "protocols", multiple=True, type=click.Choice(["loto", "kfold"]), help="Default: both.")
 @click.option("--k", default=3, show_default=True, type=click.IntRange(min=1), help="Folds per axis for kfold.")
@@ -191,6 +216,8 @@ def train_cmd(ctx: click.Context, **opts: Any) -> None:
         dropout=opts["dropout"],
         pca=opts["pca"],
         seed=opts["seed"],
+        head=opts["head"],
+        alpha=opts["alpha"],
     )
     ev = _eval_config(opts["protocols"], opts["k"], opts["image_folds"])
     command = _command(ctx)

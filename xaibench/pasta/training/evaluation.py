@@ -13,19 +13,41 @@ Statistics per question, on the pooled held-out predictions (1..5 scale): MSE, q
 weighted kappa (predictions and labels rounded to the nearest star, halves up) and Spearman's
 rho. With technique-level labels (the ratings table) the technique-level Spearman compares each
 technique's mean prediction with its label; it is the number a proxy checkpoint reports.
+
+Model selection (``TrainSettings.head == "auto"``, the default; :func:`fit_model`): the items a
+network may learn from are dealt into a 2 x 2 grid of technique groups x image groups; each of the
+four cells is predicted by models trained on the opposite cell (neither its techniques nor its
+images), so the **validation** predictions are disjoint in images and techniques from what
+predicted them, and, inside a held-out split, from the test items too (they are not in the pool).
+Every candidate of :data:`CANDIDATES` (ridge at several penalties, PCA + MLP and MLP at two weight
+decays, the MLPs checked every 10 epochs for early stopping) is scored by the mean over questions
+of the validation Spearman; the best (ties: the earlier, simpler one) is refitted on all the pool's
+items and its configuration is what a model card records as ``chosen``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from xaibench.pasta.network import QUESTIONS, TrainSettings, train_network
+from xaibench.pasta.network import QUESTIONS, ScoringNetwork, TrainSettings, train_network_tracked
 
-__all__ = ["cross_validate", "make_splits", "quadratic_weighted_kappa", "spearman", "summarise", "to_stars_int"]
+__all__ = [
+    "CANDIDATES",
+    "Selection",
+    "cross_validate",
+    "fit_model",
+    "make_splits",
+    "quadratic_weighted_kappa",
+    "select_settings",
+    "spearman",
+    "summarise",
+    "to_stars_int",
+    "validation_splits",
+]
 
 
 def to_stars_int(values: np.ndarray) -> np.ndarray:
@@ -112,6 +134,127 @@ def make_splits(
     return splits
 
 
+CANDIDATES: tuple[dict[str, Any], ...] = (
+    {"head": "ridge", "alpha": 10.0},
+    {"head": "ridge", "alpha": 100.0},
+    {"head": "ridge", "alpha": 1000.0},
+    {"head": "ridge", "alpha": 10000.0},
+    {"head": "mlp", "pca": 16, "hidden": 32, "weight_decay": 1e-3},
+    {"head": "mlp", "pca": 16, "hidden": 32, "weight_decay": 1e-1},
+    {"head": "mlp", "pca": 0, "hidden": 64, "weight_decay": 1e-2},
+)
+"""Configurations model selection chooses among (fields of :class:`TrainSettings`; the rest come from the
+settings given). MLPs train at most ``settings.epochs`` epochs and keep the best multiple of 10 (early stopping)."""
+
+SELECTION_EPOCHS = 100
+"""Most epochs an MLP candidate trains during selection (its early-stopping epoch is at most this)."""
+
+
+def validation_splits(images: Sequence[str], techniques: Sequence[str], seed: int = 0) -> list[Split]:
+    """The 2 x 2 validation grid of :func:`fit_model`: cell (f, g) is predicted from the items of the other
+    technique group and the other image group. Empty when there are fewer than 2 techniques or 2 images."""
+    rng = np.random.default_rng(seed + 7919)
+    tg, ig = _groups(list(techniques), 2, rng), _groups(list(images), 2, rng)
+    if len(tg) < 2 or len(ig) < 2:
+        return []
+    t_arr, i_arr = np.asarray(techniques, dtype=object), np.asarray(images, dtype=object)
+    splits = []
+    for a in range(2):
+        for b in range(2):
+            test = np.flatnonzero(np.isin(t_arr, tg[a]) & np.isin(i_arr, ig[b]))
+            train = np.flatnonzero(np.isin(t_arr, tg[1 - a]) & np.isin(i_arr, ig[1 - b]))
+            if len(test) and len(train) >= 2:
+                splits.append(Split(train, test, tuple(tg[a]), tuple(ig[b])))
+    return splits
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The configuration model selection chose and the validation score of every candidate."""
+
+    chosen: TrainSettings
+    table: list[dict[str, Any]]  # one row per candidate: its fields, epochs, validation Spearman (mean over Qs)
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.chosen
+        chosen: dict[str, Any] = {"head": c.head, "pca": c.pca}
+        if c.head == "ridge":
+            chosen["alpha"] = c.alpha
+        else:
+            chosen |= {"hidden": c.hidden, "weight_decay": c.weight_decay, "epochs": c.epochs}
+        return {
+            "chosen": chosen,
+            "criterion": "mean over questions of the validation Spearman (2 x 2 technique x image grid)",
+            "candidates": self.table,
+        }
+
+
+def _mean_spearman(preds: np.ndarray, labels: np.ndarray) -> float:
+    values = [spearman(preds[:, q], labels[:, q]) for q in range(labels.shape[1])]
+    values = [v for v in values if v == v]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def select_settings(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    images: Sequence[str],
+    techniques: Sequence[str],
+    settings: TrainSettings,
+    candidates: Sequence[dict[str, Any]] = CANDIDATES,
+) -> Selection:
+    """Choose among ``candidates`` on the validation grid of ``images`` x ``techniques`` (module docstring).
+
+    Without a usable grid (fewer than 2 techniques or images) the first candidate is chosen unscored.
+    """
+    splits = validation_splits(images, techniques, settings.seed)
+    table: list[dict[str, Any]] = []
+    best: tuple[float, TrainSettings] | None = None
+    max_epochs = min(settings.epochs, SELECTION_EPOCHS)
+    for cand in candidates:
+        cfg = replace(settings, **cand) if cand.get("head") == "ridge" else replace(settings, **cand, epochs=max_epochs)
+        by_epoch: dict[int, np.ndarray] = {}
+        for split in splits:
+            _, _, tracked = train_network_tracked(
+                embeddings[split.train], labels[split.train], cfg, eval_x=embeddings[split.test]
+            )
+            for epoch, pred in tracked.items():
+                by_epoch.setdefault(epoch, np.full(labels.shape, np.nan))[split.test] = pred
+        scored = {e: _mean_spearman(p, labels) for e, p in by_epoch.items()}
+        scored = {e: v for e, v in scored.items() if v == v}
+        if scored:
+            epoch = max(scored, key=lambda e: (scored[e], -e))
+            score = scored[epoch]
+        else:
+            epoch, score = (0 if cfg.head == "ridge" else max_epochs), float("nan")
+        chosen = cfg if cfg.head == "ridge" else replace(cfg, epochs=max(epoch, 1))
+        row = {**cand, **({} if cfg.head == "ridge" else {"epochs": chosen.epochs})}
+        table.append({**row, "validation": round(score, 4) if score == score else None})
+        if score == score and (best is None or score > best[0]):
+            best = (score, chosen)
+    if best is None:
+        return Selection(replace(settings, **candidates[0]), table)
+    return Selection(best[1], table)
+
+
+def fit_model(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    images: Sequence[str],
+    techniques: Sequence[str],
+    settings: TrainSettings,
+) -> tuple[ScoringNetwork, list[float], Selection | None]:
+    """Fit the network ``settings`` describe; with ``head="auto"`` first choose the configuration on a validation
+    split disjoint in images and techniques (:func:`select_settings`). Returns the network, its loss history and
+    the selection (``None`` for a fixed head)."""
+    selection = None
+    if settings.head == "auto":
+        selection = select_settings(embeddings, labels, images, techniques, settings)
+        settings = selection.chosen
+    net, history, _ = train_network_tracked(embeddings, labels, settings)
+    return net, history, selection
+
+
 def cross_validate(
     embeddings: np.ndarray,
     labels: np.ndarray,
@@ -127,8 +270,15 @@ def cross_validate(
     """Held-out predictions ``(N, Q)`` (NaN for items no split tested) and the splits used."""
     splits = make_splits(images, techniques, protocol, k, image_folds, settings.seed)
     preds = np.full(labels.shape, np.nan)
+    images_arr, techniques_arr = np.asarray(images, dtype=object), np.asarray(techniques, dtype=object)
     for n, split in enumerate(splits):
-        net, _ = train_network(embeddings[split.train], labels[split.train], settings)
+        net, _, _ = fit_model(
+            embeddings[split.train],
+            labels[split.train],
+            list(images_arr[split.train]),
+            list(techniques_arr[split.train]),
+            settings,
+        )
         preds[split.test] = net.scores(embeddings[split.test])
         if log is not None:
             log(

@@ -20,7 +20,7 @@ import numpy as np
 
 from xaibench.errors import XaibenchError
 from xaibench.pasta.checkpoint import PASTA_LABEL, PROXY_LABEL, load_checkpoint, save_checkpoint, write_card
-from xaibench.pasta.network import QUESTIONS, TrainSettings, train_network
+from xaibench.pasta.network import QUESTIONS, TrainSettings
 from xaibench.pasta.training.data import (
     CONCEPT_TECHNIQUES,
     SALIENCY_TECHNIQUES,
@@ -31,7 +31,7 @@ from xaibench.pasta.training.data import (
     release_items,
     select_rows,
 )
-from xaibench.pasta.training.evaluation import cross_validate, summarise
+from xaibench.pasta.training.evaluation import Selection, cross_validate, fit_model, summarise
 from xaibench.pasta.training.generate import TrackChoice, generate_items
 from xaibench.plugins.manager import Registry
 from xaibench.version import __version__
@@ -223,8 +223,30 @@ def build_table_items(
     return items, skipped
 
 
+def _fit_final(items: Items, settings: TrainSettings) -> tuple[Any, list[float], Selection | None]:
+    """The network shipped in the checkpoint: fitted on all items (with ``head="auto"``, the configuration is
+    first chosen on a validation split of all items, disjoint in images and techniques)."""
+    return fit_model(items.embeddings, items.labels, items.images, items.techniques, settings)
+
+
+def _chosen(settings: TrainSettings, selection: Selection | None) -> dict[str, Any]:
+    """What a card records as the configuration of the shipped network."""
+    if selection is not None:
+        return selection.to_dict()
+    fixed: dict[str, Any] = {"head": settings.head, "pca": settings.pca}
+    if settings.head == "ridge":
+        fixed["alpha"] = settings.alpha
+    else:
+        fixed |= {"hidden": settings.hidden, "weight_decay": settings.weight_decay, "epochs": settings.epochs}
+    return {"chosen": fixed, "criterion": "fixed by the settings (no model selection)", "candidates": []}
+
+
 def _branch_card(
-    items: Items, settings: TrainSettings, evaluation: dict[str, Any], skipped: list[str]
+    items: Items,
+    settings: TrainSettings,
+    evaluation: dict[str, Any],
+    skipped: list[str],
+    selection: Selection | None = None,
 ) -> dict[str, Any]:
     return {
         "trained": True,
@@ -236,6 +258,7 @@ def _branch_card(
         "n_images": len(set(items.images)),
         "techniques": sorted(set(items.techniques)),
         "settings": settings.to_dict(),
+        "model_selection": _chosen(settings, selection),
         "skipped": skipped,
         "evaluation": evaluation,
     }
@@ -287,7 +310,7 @@ def train_from_table(
             log=log,
         )
         evaluation = evaluate_items(items, settings, ev, technique_level=True, log=log)
-        net, history = train_network(items.embeddings, items.labels, settings)
+        net, history, selection = _fit_final(items, settings)
         networks[config.kind] = net
         meta["branches"][config.kind] = {
             "config": config.to_dict(),
@@ -297,9 +320,10 @@ def train_from_table(
             "top_k": items.info["top_k"],
             "n_items": len(items),
             "final_loss": round(history[-1], 6),
+            "model_selection": _chosen(settings, selection)["chosen"],
             "evaluation": evaluation,
         }
-        card = _branch_card(items, settings, evaluation, skipped)
+        card = _branch_card(items, settings, evaluation, skipped, selection)
         dataset_params = " " + json.dumps(config.choice.dataset_params) if config.choice.dataset_params else ""
         card["data_summary"] = (
             f"table {table.name} rows of backbone(s) {', '.join(config.backbones)}; explanations generated with the "
@@ -416,7 +440,7 @@ def train_from_release(
         items.info["render"] = "pasta-release-images"
         items.info["render_size"] = render_size if kind == "saliency" else None
         evaluation = evaluate_items(items, settings, ev, technique_level=False, log=log)
-        net, history = train_network(items.embeddings, items.labels, settings)
+        net, history, selection = _fit_final(items, settings)
         networks[kind] = net
         meta["branches"][kind] = {
             "config": {"kind": kind, "encoder": spec[0], "encoder_params": dict(spec[1])},
@@ -426,9 +450,10 @@ def train_from_release(
             "top_k": 20 if kind == "concept" else None,
             "n_items": len(items),
             "final_loss": round(history[-1], 6),
+            "model_selection": _chosen(settings, selection)["chosen"],
             "evaluation": evaluation,
         }
-        card = _branch_card(items, settings, evaluation, [])
+        card = _branch_card(items, settings, evaluation, [], selection)
         card["data_summary"] = f"PASTA-dataset release {release_file.name}: {len(items)} rated explanations"
         card_branches[kind] = card
     if not networks:
