@@ -36,7 +36,7 @@ import numpy as np
 
 from xaibench.api import Dataset, Sample
 from xaibench.datasets.folder import mask_to_ground_truth
-from xaibench.datasets.io import digest_files
+from xaibench.datasets.io import digest_files, mask_array, rgb_array
 
 __all__ = ["HFDataset", "hub_offline"]
 
@@ -74,31 +74,12 @@ def _looks_local(path: str) -> bool:
     )
 
 
-def _pil_rgb(image: Any) -> np.ndarray:
-    """A PIL image as ``H x W x 3`` float32 RGB in [0, 1] (as :func:`xaibench.datasets.io.read_rgb`)."""
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
-        arr = np.asarray(image, dtype=np.float32)
-        top = 65535.0 if image.mode.startswith("I;16") or arr.max(initial=0) > 255 else 255.0
-        return np.repeat(np.clip(arr / top, 0.0, 1.0)[..., None], 3, axis=2).astype(np.float32)
-    if image.mode == "F":
-        return np.repeat(np.clip(np.asarray(image, dtype=np.float32), 0.0, 1.0)[..., None], 3, axis=2)
-    return np.asarray(image.convert("RGB"), dtype=np.float32) / np.float32(255.0)
-
-
 def _mask_array(value: Any, where: str) -> np.ndarray:
-    """A mask cell (PIL image or array) as a 2-D array of its stored values (as
-    :func:`xaibench.datasets.io.read_mask`: palette indices kept, equal RGB channels read as grey)."""
+    """A mask cell (PIL image or array) as a 2-D array of its stored values (an image as
+    :func:`xaibench.datasets.io.mask_array` reads it: palette indices kept, equal RGB channels
+    read as grey)."""
     if hasattr(value, "mode"):
-        mode = value.mode
-        if mode in ("LA", "PA"):
-            return np.asarray(value)[..., 0]
-        arr = np.asarray(value)
-        if mode in ("RGB", "RGBA"):
-            arr = arr[..., :3]
-            if not (np.array_equal(arr[..., 0], arr[..., 1]) and np.array_equal(arr[..., 0], arr[..., 2])):
-                raise ValueError(f"{where}: mask must be single-channel (grey or palette), got a colour {mode} image")
-            arr = arr[..., 0]
-        return arr.astype(np.uint8) if arr.dtype == bool else arr
+        return mask_array(value, where)
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError) as exc:
@@ -296,7 +277,7 @@ class HFDataset(Dataset):
         image_cell = row[self.image_column]
         if image_cell is None:
             raise ValueError(f"{where}: no image in column {self.image_column!r}")
-        image = _pil_rgb(image_cell)
+        image = rgb_array(image_cell)
         meta: dict[str, Any] = {"split": self.split, "row": i}
         ground_truth = None
         if self.mask_column is not None and row[self.mask_column] is not None:

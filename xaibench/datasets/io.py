@@ -67,13 +67,17 @@ def image_size(path: Path) -> tuple[int, int]:
 
 
 def read_rgb(path: Path) -> np.ndarray:
-    """Read an image file as ``H x W x 3`` float32 RGB in [0, 1].
+    """Read an image file as ``H x W x 3`` float32 RGB in [0, 1] (see :func:`rgb_array`).
+    Raises ``ValueError`` with the path when the file is missing or cannot be decoded."""
+    return rgb_array(_open(path))
+
+
+def rgb_array(image: Image.Image) -> np.ndarray:
+    """A decoded image as ``H x W x 3`` float32 RGB in [0, 1].
 
     Grey, grey+alpha, palette, RGBA, CMYK and 16-bit images are converted to
-    RGB (alpha is dropped, not composited). Raises ``ValueError`` with the path
-    when the file is missing or cannot be decoded.
+    RGB (alpha is dropped, not composited).
     """
-    image = _open(path)
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
         # 16/32-bit grey: scale by the type's range rather than clipping to 8 bits.
         arr = np.asarray(image, dtype=np.float32)
@@ -88,14 +92,20 @@ def read_rgb(path: Path) -> np.ndarray:
 
 
 def read_mask(path: Path) -> np.ndarray:
-    """Read a mask file as a 2-D integer array with the values as stored.
+    """Read a mask file as a 2-D integer array with the values as stored (see :func:`mask_array`).
+    Raises ``ValueError`` with the path when the file is missing, cannot be decoded or is a true
+    colour image."""
+    return mask_array(_open(path), str(path))
+
+
+def mask_array(image: Image.Image, where: str) -> np.ndarray:
+    """A decoded mask as a 2-D integer array with the values as stored.
 
     Palette ("P") PNGs keep their palette indices (e.g. VOC class ids and 255
     for "void"); grey images keep their grey values; an RGB(A) mask whose
-    channels are equal is read as grey. Raises ``ValueError`` with the path when
-    the file is missing, cannot be decoded or is a true colour image.
+    channels are equal is read as grey. ``where`` (a path, a row) starts the
+    ``ValueError`` for a true colour image or an unsupported mode.
     """
-    image = _open(path)
     if image.mode in ("P", "L", "1", "I", "I;16", "I;16B", "I;16L"):
         arr = np.asarray(image)
         if arr.dtype == bool:
@@ -107,8 +117,8 @@ def read_mask(path: Path) -> np.ndarray:
         arr = np.asarray(image)[..., :3]
         if np.array_equal(arr[..., 0], arr[..., 1]) and np.array_equal(arr[..., 0], arr[..., 2]):
             return arr[..., 0].copy()
-        raise ValueError(f"{path}: mask must be single-channel (grey or palette), got a colour {image.mode} image")
-    raise ValueError(f"{path}: unsupported mask image mode {image.mode!r}")
+        raise ValueError(f"{where}: mask must be single-channel (grey or palette), got a colour {image.mode} image")
+    raise ValueError(f"{where}: unsupported mask image mode {image.mode!r}")
 
 
 def digest_files(paths: Iterable[Path], root: Path | None = None, length: int = 16) -> str:
