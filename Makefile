@@ -22,16 +22,15 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "chromium is not installed (needs root and apt): the browser tests will skip"
 
-# Editable installs in compat mode: a plain .pth per project (setuptools' default finder for a flat
-# layout prints a warning at every install). imgaug is installed only for its files, the `photos`
-# dataset's quokka and its polygon (never imported: imgaug 0.4.0 does not import under NumPy 2);
-# --no-deps keeps out opencv, matplotlib and Shapely.
+# imgaug is installed only for its files, the `photos` dataset's quokka and its polygon (never
+# imported: imgaug 0.4.0 does not import under NumPy 2); --no-deps keeps out opencv, matplotlib
+# and Shapely. Every pyproject sets package-dir "" = ".", so editable installs are a plain .pth
+# and setuptools prints no warning.
 $(VENV)/.installed: pyproject.toml $(PLUGINS) requirements-torch.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet -r requirements-torch.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install --quiet --config-settings editable_mode=compat \
-		-e '.[test,lint,clip,ray,hf]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(PY) -m pip install --quiet -e '.[test,lint,clip,ray,hf]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	$(PY) -m pip install --quiet --no-deps imgaug==0.4.0
 	touch $@
 

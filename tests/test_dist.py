@@ -91,6 +91,31 @@ def test_metadata_builds_without_a_warning(tmp_path: Path) -> None:
     assert len(list((tmp_path / "wheels").glob("*.whl"))) == len(projects)
 
 
+def test_editable_installs_print_no_warning(tmp_path: Path) -> None:
+    """What `make install` does, the editable install of xaibench and every plugin, into a fresh
+    environment: pip's full output has no warning (setuptools warns at every editable install of a
+    flat layout unless the project sets ``package-dir`` so that a plain ``.pth`` serves)."""
+    source = _copy_checkout(tmp_path)
+    fresh = tmp_path / "fresh"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], env=_offline_env(), cwd=tmp_path)
+    (site,) = fresh.glob("lib/python*/site-packages")
+    # setuptools (the build backend, no build isolation offline) and the rest, as in the wheel test
+    (site / "_xaibench_test_dependencies.pth").write_text(f"{_dependency_links(tmp_path / 'deps')}\n")
+    projects = [source, *(source / "plugins" / p.name for p in PLUGIN_DIRS)]
+    editable = [arg for project in projects for arg in ("-e", str(project))]
+    python = str(fresh / "bin" / "python")
+    installed = _run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-build-isolation", *editable],
+        env=_offline_env(), cwd=tmp_path,
+    )  # fmt: skip
+    output = installed.stdout + installed.stderr
+    assert installed.returncode == 0, output[-3000:]
+    warnings = [line.strip() for line in output.splitlines() if re.search(r"warn|deprecat", line, re.IGNORECASE)]
+    assert not warnings, "\n".join(warnings)
+    pth = sorted(p.name for p in site.glob("__editable__*.pth"))
+    assert len(pth) == len(projects), pth
+
+
 def test_runtime_dependencies_leave_out_imgaug() -> None:
     """imgaug (no import under NumPy 2; pulls opencv, matplotlib, Shapely) only ships the quokka's files."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]

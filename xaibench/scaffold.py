@@ -40,6 +40,7 @@ $name = "$module"
 
 [tool.setuptools]
 packages = ["$module"]
+package-dir = { "" = "." }  # editable installs use a plain .pth (no setuptools warning)
 
 [tool.pytest.ini_options]
 testpaths = ["tests"]
