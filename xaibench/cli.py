@@ -136,6 +136,58 @@ def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value
 
 
+# Options shared by `run`, `tune` and `select` (one definition each).
+WORKDIR_OPTION = click.option(
+    "--workdir",
+    type=click.Path(path_type=Path),
+    default=Path(".xaibench"),
+    show_default=True,
+    help="Where caches, per-sample records and the run summary go (shared by run, tune and select).",
+)
+SUBMISSIONS_OPTION = click.option(
+    "--submissions",
+    "submissions_dir",
+    type=click.Path(path_type=Path),
+    default=Path("submissions"),
+    show_default=True,
+    help="Folder for the per-explainer submission files.",
+)
+LEADERBOARD_DIR_OPTION = click.option(
+    "--leaderboard-dir",
+    type=click.Path(path_type=Path),
+    default=Path("leaderboard"),
+    show_default=True,
+    help="Folder for leaderboard.csv/.json/.md, rebuilt from --submissions.",
+)
+DATA_DIR_OPTION = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Root holding real datasets (sets XAIBENCH_DATA_DIR), e.g. ../shared/data.",
+)
+TIMEOUT_OPTION = click.option(
+    "--timeout",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds allowed per explainer call (0: none).",
+)
+THREADS_OPTION = click.option(
+    "--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads."
+)
+WORKERS_OPTION = click.option(
+    "--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Explainer worker processes."
+)
+DEVICE_OPTION = click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    metavar="auto|cpu|cuda|cuda:N|mps",
+    callback=_check_device,
+    help="Device for models, explainers and metric forward passes (auto: a GPU when torch sees one).",
+)
+QUIET_OPTION = click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+
+
 def _writable_folder(path: Path, option: str) -> None:
     """Fail at once with one line naming the option when ``path`` cannot be a folder we write in
     (the messages match those of the runner's workdir lock, :class:`xaibench.runner.store.WorkdirLock`)."""
@@ -230,33 +282,10 @@ def cli() -> None:
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Use at most this many samples per track.")
 @click.option("--seed", default=0, show_default=True, help="Seed for every random choice; same seed, same numbers.")
-@click.option(
-    "--workdir",
-    type=click.Path(path_type=Path),
-    default=Path(".xaibench"),
-    show_default=True,
-    help="Where caches, per-sample records and the run summary go.",
-)
-@click.option(
-    "--submissions",
-    "submissions_dir",
-    type=click.Path(path_type=Path),
-    default=Path("submissions"),
-    show_default=True,
-    help="Folder for the per-explainer submission files.",
-)
-@click.option(
-    "--leaderboard-dir",
-    type=click.Path(path_type=Path),
-    default=Path("leaderboard"),
-    show_default=True,
-    help="Folder for leaderboard.csv/.json/.md, rebuilt from --submissions after the run.",
-)
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    help="Root holding real datasets (sets XAIBENCH_DATA_DIR), e.g. ../shared/data.",
-)
+@WORKDIR_OPTION
+@SUBMISSIONS_OPTION
+@LEADERBOARD_DIR_OPTION
+@DATA_DIR_OPTION
 @click.option(
     "--param",
     "params",
@@ -264,17 +293,11 @@ def cli() -> None:
     metavar="EXPLAINER.KEY=VALUE",
     help="Explainer parameter (VALUE parsed as JSON when it can be), repeatable.",
 )
-@click.option(
-    "--timeout",
-    default=300.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Seconds allowed per explainer call (0: none).",
-)
+@TIMEOUT_OPTION
 @click.option(
     "--batch-size", default=16, show_default=True, type=click.IntRange(min=1), help="Images per model forward pass."
 )
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads.")
+@THREADS_OPTION
 @click.option("--no-cache", is_flag=True, help="Do not read or write the explanation cache.")
 @click.option(
     "--executor",
@@ -283,17 +306,10 @@ def cli() -> None:
     show_default=True,
     help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
 )
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Explainer worker processes.")
+@WORKERS_OPTION
 @click.option("--ray-address", default=None, metavar="ADDR", help="Join this Ray cluster (default: start a local one).")
-@click.option(
-    "--device",
-    default="auto",
-    show_default=True,
-    metavar="auto|cpu|cuda|cuda:N|mps",
-    callback=_check_device,
-    help="Device for models, explainers and metric forward passes (auto: a GPU when torch sees one).",
-)
-@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@DEVICE_OPTION
+@QUIET_OPTION
 @click.option("--wide", is_flag=True, help=WIDE_HELP)
 @click.pass_context
 def run(
@@ -639,44 +655,19 @@ def _application_options(func: Any) -> Any:
         ),
         click.option("--limit", type=click.IntRange(min=1), help="Use at most this many samples of the track."),
         click.option("--seed", default=0, show_default=True, help="Seed for every random choice and the intervals."),
-        click.option(
-            "--workdir",
-            type=click.Path(path_type=Path),
-            default=Path(".xaibench"),
-            show_default=True,
-            help="Workdir of the runs (explanation cache and records are shared with `xaibench run`).",
-        ),
+        WORKDIR_OPTION,
         click.option(
             "--out",
             "out_dir",
             type=click.Path(path_type=Path),
             help="Folder for the CSV and JSON tables (default: the workdir).",
         ),
-        click.option(
-            "--data-dir",
-            type=click.Path(path_type=Path, exists=True, file_okay=False),
-            help="Root holding real datasets (sets XAIBENCH_DATA_DIR), as for `xaibench run`.",
-        ),
-        click.option(
-            "--timeout",
-            default=300.0,
-            show_default=True,
-            type=click.FloatRange(min=0),
-            help="Seconds allowed per explainer call (0: none).",
-        ),
-        click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch threads."),
-        click.option(
-            "--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Explainer worker processes."
-        ),
-        click.option(
-            "--device",
-            default="auto",
-            show_default=True,
-            metavar="auto|cpu|cuda|cuda:N|mps",
-            callback=_check_device,
-            help="Device for models, explainers and metrics.",
-        ),
-        click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
+        DATA_DIR_OPTION,
+        TIMEOUT_OPTION,
+        THREADS_OPTION,
+        WORKERS_OPTION,
+        DEVICE_OPTION,
+        QUIET_OPTION,
     ]
     for option in reversed(options):
         func = option(func)
@@ -735,21 +726,8 @@ def _number(value: float | None) -> str:
         "submission to --submissions and rebuild the leaderboard."
     ),
 )
-@click.option(
-    "--submissions",
-    "submissions_dir",
-    type=click.Path(path_type=Path),
-    default=Path("submissions"),
-    show_default=True,
-    help="Folder for the submission of --submit.",
-)
-@click.option(
-    "--leaderboard-dir",
-    type=click.Path(path_type=Path),
-    default=Path("leaderboard"),
-    show_default=True,
-    help="Leaderboard folder rebuilt by --submit.",
-)
+@SUBMISSIONS_OPTION
+@LEADERBOARD_DIR_OPTION
 @click.pass_context
 def tune(ctx: click.Context, explainer: str, grid: tuple[str, ...], params: tuple[str, ...], **options: Any) -> None:
     """Search an explainer's parameters for the best mean --objective on one track.
