@@ -96,7 +96,7 @@ def _suite_tracks(
     from xaibench.suites.adhoc import adhoc_track
     from xaibench.suites.suite_file import is_suite_file, load_suite_file
 
-    adhoc_given = [f"--{o.replace('_', '-')}" for o, v in (("model", model), ("dataset", dataset)) if v]
+    adhoc_given = [option for option, v in (("--model", model), ("--dataset", dataset)) if v]
     if adhoc_given:
         if len(adhoc_given) == 1:
             missing = "--dataset" if model else "--model"
@@ -192,6 +192,23 @@ def _writable_folder(path: Path, option: str) -> None:
     """Fail at once with one line naming the option when ``path`` cannot be a folder we write in
     (the messages match those of the runner's workdir lock, :class:`xaibench.runner.store.WorkdirLock`)."""
     check_writable_folder(path, f"{option} {path}")
+
+
+def _check_publish_targets(submissions_dir: Path, leaderboard_dir: Path) -> None:
+    """Folders that cannot be written, and a bad submission already in the folder, would fail the
+    publishing after the run: fail before it, changing nothing. (The runner's workdir lock checks
+    --workdir the same way.)"""
+    from xaibench.publish.validation import require_valid, submission_files
+
+    _writable_folder(submissions_dir, "--submissions")
+    _writable_folder(leaderboard_dir, "--leaderboard-dir")
+    require_valid(submission_files([submissions_dir]))
+
+
+def _use_data_dir(data_dir: Path | None) -> None:
+    """``--data-dir``: the root of the real datasets, as ``XAIBENCH_DATA_DIR`` for this process."""
+    if data_dir is not None:
+        os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
 
 
 def _check_params(params: dict[str, dict[str, Any]], running: Sequence[str]) -> None:
@@ -349,21 +366,14 @@ def run(
       xaibench run -e gradient --model timm:resnet18 --model-param checkpoint=PATH --dataset folder:PATH
     """
     from xaibench.publish.submission import write_run
-    from xaibench.publish.validation import require_valid, submission_files
     from xaibench.runner.run import RunConfig, Runner, resolve_explainers
 
-    if data_dir is not None:
-        os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
+    _use_data_dir(data_dir)
     registry = get_registry()
     suite, suite_tracks = _suite_tracks(ctx, suite, model, dataset, model_params, dataset_params, track_name, target)
     explainer_params = _parse_params(params)
     _check_params(explainer_params, resolve_explainers(registry, _split(explainers)))
-    # Folders that cannot be written, and a bad submission already in the folder, would fail the
-    # publishing after the run: fail before it, changing nothing. (The runner's workdir lock checks
-    # --workdir the same way.)
-    _writable_folder(submissions_dir, "--submissions")
-    _writable_folder(leaderboard_dir, "--leaderboard-dir")
-    require_valid(submission_files([submissions_dir]))
+    _check_publish_targets(submissions_dir, leaderboard_dir)
     config = RunConfig(
         explainers=_split(explainers),
         suite=suite,
@@ -550,8 +560,7 @@ def leaderboard_build(
     submissions_dir: Path, out_dir: Path, site_dir: Path | None, no_site: bool, wide: bool, data_dir: Path | None
 ) -> None:
     """Validate every submission, rank them per track, write the leaderboard files and the static site."""
-    if data_dir is not None:
-        os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
+    _use_data_dir(data_dir)
     publish(submissions_dir, out_dir, site_dir, with_site=not no_site, wide=wide)
 
 
@@ -624,8 +633,7 @@ def submission_verify(path: Path, k: int, seed: int, data_dir: Path | None) -> N
     """
     from xaibench.publish.verify import record_verification, verify_submission
 
-    if data_dir is not None:
-        os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
+    _use_data_dir(data_dir)
     try:
         result = verify_submission(path, get_registry(), samples=k, seed=seed, log=click.echo)
         *lines, verdict = result.lines()
@@ -678,8 +686,7 @@ def _application_config(ctx: click.Context, options: dict[str, Any]) -> Any:
     """The :class:`RunConfig` of a tune/select search from the shared options."""
     from xaibench.runner.run import RunConfig
 
-    if options["data_dir"] is not None:
-        os.environ["XAIBENCH_DATA_DIR"] = str(options["data_dir"].resolve())
+    _use_data_dir(options["data_dir"])
     suite, suite_tracks = _suite_tracks(ctx, options["suite"], None, None, (), (), None, None)
     return RunConfig(
         explainers=[],
@@ -750,11 +757,7 @@ def tune(ctx: click.Context, explainer: str, grid: tuple[str, ...], params: tupl
     submit = options.pop("submit")
     submissions_dir, leaderboard_dir = options.pop("submissions_dir"), options.pop("leaderboard_dir")
     if submit:
-        from xaibench.publish.validation import require_valid, submission_files
-
-        _writable_folder(submissions_dir, "--submissions")
-        _writable_folder(leaderboard_dir, "--leaderboard-dir")
-        require_valid(submission_files([submissions_dir]))
+        _check_publish_targets(submissions_dir, leaderboard_dir)
     config = _application_config(ctx, options)
     scores = score_settings(settings, options["objective"], options["track"], config, registry)
     result = tune_settings(scores, seed=options["seed"])

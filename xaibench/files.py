@@ -10,12 +10,15 @@ is gone, and the staging folders (:func:`make_staging_dir`) of dead processes to
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
 import secrets
 import shutil
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,21 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def csv_text(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """``rows`` as CSV text with the header ``fields`` (``None`` and missing keys as empty cells)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(fields), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in fields})
+    return buffer.getvalue()
+
+
+def write_csv_atomic(path: Path, fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """:func:`csv_text` written atomically."""
+    write_text_atomic(path, csv_text(fields, rows))
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from xaibench.applications.settings import SettingScores, write_csv_atomic
+from xaibench.applications.settings import SettingScores
 from xaibench.errors import XaibenchError
-from xaibench.files import write_json_atomic
+from xaibench.files import write_csv_atomic, write_json_atomic
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
 

@@ -9,18 +9,14 @@ records are keyed by its parameters, so a repeated search reuses every explanati
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from xaibench.errors import XaibenchError
-from xaibench.files import write_text_atomic
 from xaibench.params import parse_value
 from xaibench.plugins.manager import Registry
 from xaibench.runner.executors import explainer_handles
@@ -104,10 +100,6 @@ def expand_grid(
     ]
 
 
-def _handle_key(setting: Setting) -> str:
-    return setting.label
-
-
 def run_settings(
     settings: Sequence[Setting],
     config: RunConfig,
@@ -131,12 +123,15 @@ def run_settings(
     try:
         handles = {}
         for setting in settings:
-            (handle,) = explainer_handles(
-                runner.executor, registry, {setting.explainer: dict(setting.params)}, timeout=config.timeout
-            ).values()
+            if setting is first and first.explainer in runner.explainers:  # the Runner described it already
+                handle = runner.explainers[first.explainer]
+            else:
+                (handle,) = explainer_handles(
+                    runner.executor, registry, {setting.explainer: dict(setting.params)}, timeout=config.timeout
+                ).values()
             if tuned:
                 handle = dataclasses.replace(handle, tuned_on_benchmark=True)
-            key = setting.explainer if keep_names else _handle_key(setting)
+            key = setting.explainer if keep_names else setting.label
             if key in handles:
                 raise XaibenchError(f"explainer setting {key!r} is given twice")
             handles[key] = handle
@@ -180,16 +175,6 @@ def score_settings(
         raise XaibenchError(f"--objective {objective}: no value on track {track} for any setting: {why}")
     sample_ids = list(dict.fromkeys(s for per in values.values() for s in per))
     return SettingScores(track, objective, direction, list(settings), values, reasons, params, sample_ids)
-
-
-def write_csv_atomic(path: Path, fields: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
-    """``rows`` as a CSV with the header ``fields`` (``None`` written as an empty cell), atomically."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(fields), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row[k] for k in fields})
-    write_text_atomic(path, buffer.getvalue())
 
 
 def candidate_settings(explainers: Sequence[str], grid_items: Sequence[str], option: str = "--grid") -> list[Setting]:

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from xaibench.applications.settings import Setting, SettingScores, write_csv_atomic
-from xaibench.files import write_json_atomic
+from xaibench.applications.settings import Setting, SettingScores
+from xaibench.files import write_csv_atomic, write_json_atomic
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
 

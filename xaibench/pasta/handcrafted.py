@@ -129,16 +129,6 @@ def decode_overlay(render: np.ndarray, grid: int = 56) -> tuple[np.ndarray, np.n
 # ----------------------------------------------------------------------------- criteria on a map
 
 
-def _gaussian_blur(m: np.ndarray, sigma: float) -> np.ndarray:
-    radius = max(1, int(np.ceil(3 * sigma)))
-    x = np.arange(-radius, radius + 1, dtype=np.float64)
-    k = np.exp(-0.5 * (x / sigma) ** 2)
-    k /= k.sum()
-    padded = np.pad(m, radius, mode="edge")
-    rows = np.apply_along_axis(lambda v: np.convolve(v, k, mode="valid"), 1, padded)
-    return np.apply_along_axis(lambda v: np.convolve(v, k, mode="valid"), 0, rows)
-
-
 def _shift(m: np.ndarray, dy: int, dx: int) -> np.ndarray:
     """Shift with edge replication (no wrap-around)."""
     h, w = m.shape
@@ -148,6 +138,8 @@ def _shift(m: np.ndarray, dy: int, dx: int) -> np.ndarray:
 
 
 def _augmentation_sets(m: np.ndarray) -> dict[str, list[np.ndarray]]:
+    from scipy.ndimage import gaussian_filter  # lazy: keeps scipy.ndimage out of plugin registration
+
     h, w = m.shape
     s = max(1, h // 8)
     down = resize_bilinear(m, (max(1, h // 4), max(1, w // 4)), dtype=np.float64)
@@ -156,8 +148,8 @@ def _augmentation_sets(m: np.ndarray) -> dict[str, list[np.ndarray]]:
         "var_geometric": [m, m[:, ::-1], m[::-1, :], _shift(m, s, 0), _shift(m, 0, s)],
         "var_degradation": [
             m,
-            _gaussian_blur(m, 1.0),
-            _gaussian_blur(m, 2.0),
+            gaussian_filter(m, 1.0, mode="nearest", truncate=3.0),
+            gaussian_filter(m, 2.0, mode="nearest", truncate=3.0),
             resize_bilinear(down, (h, w), dtype=np.float64),
         ],
     }

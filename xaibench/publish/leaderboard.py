@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from xaibench.api import FAMILIES, RANKED_FAMILIES
 from xaibench.errors import XaibenchError
 from xaibench.seeds import derive_seed
 from xaibench.stats import N_BOOTSTRAP, bootstrap_ci
@@ -52,10 +53,6 @@ RULES: dict[str, float | int] = {
 fraction above which a cell is flagged, the held-out Q1 Spearman a non-PASTA perceptual
 checkpoint needs, the ``model_randomisation`` mean above which an explainer is flagged."""
 
-RANKED_FAMILIES = ("alignment", "faithfulness", "perceptual")
-"""The families that can enter the overall rank (perceptual only when valid)."""
-FAMILY_ORDER = ("alignment", "faithfulness", "perceptual", "other", "sanity")
-"""Display order of the families."""
 NEVER_RANKED = frozenset({"pasta_q5", "pasta_q6"})
 """Metrics never ranked whatever a file says (Q5/Q6 measure change under perturbation)."""
 SANITY_METRIC = "model_randomisation"
@@ -223,8 +220,9 @@ def perceptual_validity(
     return reason is None, reason, "; ".join(labels) or None
 
 
-def _family_index(family: str) -> int:
-    return FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
+def family_index(family: str) -> int:
+    """Position of a family in the display order (:data:`xaibench.api.FAMILIES`); unknown ones last."""
+    return FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
 
 
 def _row(e: Entry) -> dict[str, Any]:
@@ -285,7 +283,7 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = 
     rows: list[dict[str, Any]] = []
     family_ranks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     family_status: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for metric in sorted(by_metric, key=lambda m: (_family_index(by_metric[m][0].family), m)):
+    for metric in sorted(by_metric, key=lambda m: (family_index(by_metric[m][0].family), m)):
         group = by_metric[metric]
         ranks: dict[str, tuple[int | None, str]]
         family = group[0].family
@@ -314,7 +312,7 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = 
                     family_status[e.family][e.explainer].add(status)
 
     families: dict[str, dict[str, Any]] = {}
-    present = sorted({e.family for e in entries}, key=_family_index)
+    present = sorted({e.family for e in entries}, key=family_index)
     family_scores: dict[str, dict[str, float]] = {}
     for family in present:
         label = perceptual_label if family == "perceptual" else None

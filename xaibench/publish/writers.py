@@ -9,8 +9,6 @@ characters made visible), so no link, image, raw HTML, heading or terminal escap
 
 from __future__ import annotations
 
-import csv
-import io
 import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,16 +19,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from xaibench.files import write_json_atomic, write_text_atomic
+from xaibench.api import RANKED_FAMILIES
+from xaibench.files import csv_text, write_json_atomic, write_text_atomic
 from xaibench.publish.leaderboard import (
     CSV_COLUMNS,
-    FAMILY_ORDER,
     NEVER_RANKED,
-    RANKED_FAMILIES,
     RULES,
     SANITY_METRIC,
     entries_from_submissions,
     explainer_labels,
+    family_index,
     rank_track,
     resolve_duplicates,
     win_rates,
@@ -151,12 +149,7 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> list[Path]:
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
     """Tidy CSV: the 11 DESIGN columns, then status, label, flags."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS})
-    return buf.getvalue()
+    return csv_text(CSV_COLUMNS, rows)
 
 
 # ----------------------------------------------------------------------------- escaping
@@ -212,6 +205,15 @@ def _fmt(value: float | None, low: float | None = None, high: float | None = Non
     return text
 
 
+def rank_ties(rows: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """How many rows share each ``(metric, rank)``: more than one is a tie (``#k=``)."""
+    ties: dict[tuple[str, int], int] = defaultdict(int)
+    for r in rows:
+        if r["rank"] is not None:
+            ties[(r["metric"], r["rank"])] += 1
+    return ties
+
+
 def _uniform_status(rows: list[dict[str, Any]]) -> str:
     """The status every row shares when it is a "not ranked" one (shown once, in the header)."""
     statuses = {r.get("status", "") for r in rows}
@@ -240,8 +242,7 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
         return str(by_metric[m][0]["family"])
 
     def order(m: str) -> tuple[int, str]:
-        f = family_of(m)
-        return (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER), m)
+        return (family_index(family_of(m)), m)
 
     shown = [m for m in board.ranking_metrics.get(track, set()) if m in by_metric]
     shown += [m for m in by_metric if m == SANITY_METRIC or (not m.startswith("rank:") and family_of(m) == "sanity")]
@@ -268,10 +269,7 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
         note = f"; {metric_notes[m]}" if metric_notes[m] else ""
         header.append(f"{m}{label} ({words}{note})")
 
-    ties: dict[tuple[str, int], int] = defaultdict(int)
-    for r in rows:
-        if r["rank"] is not None:
-            ties[(r["metric"], r["rank"])] += 1
+    ties = rank_ties(rows)
     body = []
     order_x = sorted(by_explainer, key=lambda x: (by_explainer[x].get("rank:overall", {}).get("rank") or 10**6, x))
     for x in order_x:
@@ -444,12 +442,10 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
     rows = [r for r in board.rows if r["track"] == track]
     cells: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     by_metric: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    ties: dict[tuple[str, int], int] = defaultdict(int)
     for r in rows:
         cells[r["explainer"]][r["metric"]] = r
         by_metric[r["metric"]].append(r)
-        if r["rank"] is not None:
-            ties[(r["metric"], r["rank"])] += 1
+    ties = rank_ties(rows)
     states = board.families.get(track, {})
     present = [f for f in RANKED_FAMILIES if f"rank:{f}" in by_metric]
     families = [f for f in present if states.get(f, {}).get("ranked", True)]
@@ -477,14 +473,13 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
     def family_of(m: str) -> str:
         return str(by_metric[m][0]["family"])
 
-    def family_index(m: str) -> int:
-        f = family_of(m)
-        return FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER)
+    def order(m: str) -> tuple[int, str]:
+        return (family_index(family_of(m)), m)
 
-    ranking = sorted((m for m in board.ranking_metrics.get(track, set()) if m in by_metric), key=family_index)
+    ranking = sorted((m for m in board.ranking_metrics.get(track, set()) if m in by_metric), key=order)
     ranked = [m for m in ranking if family_of(m) in families]
     grouped = [sorted(m for m in ranked if family_of(m) == f) for f in dict.fromkeys(map(family_of, ranked))]
-    unranked = sorted((m for m in ranking if m not in ranked), key=lambda m: (family_index(m), m))
+    unranked = sorted((m for m in ranking if m not in ranked), key=order)
     candidates = _interleave(grouped) + unranked
     header_notes = {m: _uniform_status(by_metric[m]) for m in candidates}
     metric_columns: dict[str, tuple[str, list[str]]] = {}
@@ -502,7 +497,7 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
         w = _column_width(*metric_columns[m])
         if _table_width([*widths, *(_column_width(*metric_columns[c]) for c in chosen), w]) <= width:
             chosen.append(m)
-    chosen.sort(key=lambda m: (family_index(m), m))
+    chosen.sort(key=order)
     for m in chosen:
         if family_of(m) in families and (m in board.metric_labels or header_notes[m]):
             label = board.metric_labels.get(m, "")
@@ -517,7 +512,7 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
     left_out = [m for m in by_metric if not m.startswith("rank:") and m not in chosen]
     left_out = [m for m in left_out if m in ranking or m == SANITY_METRIC or family_of(m) == "sanity"]
     if left_out:
-        notes.append(f"not shown: {', '.join(sorted(left_out, key=lambda m: (family_index(m), m)))} (--wide)")
+        notes.append(f"not shown: {', '.join(sorted(left_out, key=order))} (--wide)")
 
     table = Table(
         title=term_text(track_title(board, track)),

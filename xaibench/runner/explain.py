@@ -48,6 +48,22 @@ def track_model_spec(track: TrackContext) -> ModelSpec | None:
     )
 
 
+def _sample_key(
+    track: TrackContext, explainer: Explainer | ExplainerHandle, model_identity: str, sample_id: str, seed: int
+) -> str:
+    """The explanation-cache key of ``explainer``'s map of ``track``'s sample ``sample_id`` on the
+    model ``model_identity`` with ``seed``."""
+    return explanation_key(
+        explainer=explainer.name,
+        version=explainer.version,
+        params=explainer.params,
+        model_identity=model_identity,
+        sample_id=sample_id,
+        sample_digest=track.digests[sample_id],
+        seed=seed,
+    )
+
+
 def explain_track(
     track: TrackContext,
     explainer: Explainer | ExplainerHandle,
@@ -81,18 +97,7 @@ def explain_track(
         raise ValueError(f"track {track.spec.name!r} has no model to explain")
     out = Explanations()
     failed_to_build = explainer.error if isinstance(explainer, ExplainerHandle) else None
-    keys = {
-        s.id: explanation_key(
-            explainer=explainer.name,
-            version=explainer.version,
-            params=explainer.params,
-            model_identity=model.identity,
-            sample_id=s.id,
-            sample_digest=track.digests[s.id],
-            seed=seed,
-        )
-        for s in track.samples
-    }
+    keys = {s.id: _sample_key(track, explainer, model.identity, s.id, seed) for s in track.samples}
     todo: list[int] = []
     for i, sample in enumerate(track.samples):
         if only is not None and sample.id not in only:
@@ -224,24 +229,14 @@ class CachedExplainer:
             return None  # other sample objects under the track's ids
         given = torch.as_tensor(inputs).detach().to("cpu", torch.float32)
         labels = np.asarray(targets.detach().cpu().numpy() if isinstance(targets, torch.Tensor) else targets)
-        if given.shape != track.inputs[rows].shape or labels.shape != (len(rows),):
+        expected = track.inputs[rows]
+        if given.shape != expected.shape or labels.shape != (len(rows),):
             return None
-        if not torch.equal(given, track.inputs[rows].detach().to("cpu", torch.float32)):
+        if not torch.equal(given, expected.detach().to("cpu", torch.float32)):
             return None
         if not np.array_equal(labels.astype(np.int64), np.asarray(track.targets[rows], dtype=np.int64)):
             return None
-        return [
-            explanation_key(
-                explainer=explainer.name,
-                version=explainer.version,
-                params=explainer.params,
-                model_identity=str(model.identity),
-                sample_id=s.id,
-                sample_digest=track.digests[s.id],
-                seed=seed,
-            )
-            for s in samples
-        ]
+        return [_sample_key(track, explainer, str(model.identity), s.id, seed) for s in samples]
 
     def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
         """The wrapped explainer's ``explain``, through the cache when the call allows it (see the

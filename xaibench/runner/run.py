@@ -191,7 +191,7 @@ def resolve_metrics(registry: Registry, track: TrackSpec, wanted: Sequence[str] 
     Metrics with ``default = False`` run only when named by id: a family selector and "all" skip them.
     """
     names: list[str] = []
-    by_default = [e for e in registry.entries("metric") if getattr(e.cls, "default", True)]
+    by_default = [e for e in registry.entries("metric") if e.cls.default]
     for item in list(wanted) if wanted else list(track.metrics or [e.info.name for e in by_default]):
         if item.startswith("family:"):
             family = item.split(":", 1)[1]

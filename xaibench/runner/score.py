@@ -81,9 +81,7 @@ def score_folder(
     model: Model | None = registry.create("model", model_name) if model_name else None
     if metric_ids is None:
         metric_ids = [
-            e.info.name
-            for e in registry.entries("metric")
-            if getattr(e.cls, "default", True) and (model or e.cls.family == "alignment")
+            e.info.name for e in registry.entries("metric") if e.cls.default and (model or e.cls.family == "alignment")
         ]
     metrics: list[Metric] = [registry.create("metric", m) for m in metric_ids]
     samples = list(dataset.samples())

@@ -46,7 +46,7 @@ from xaibench.api import RANKED_FAMILIES as FAMILIES
 from xaibench.errors import XaibenchError
 from xaibench.files import make_staging_dir
 from xaibench.plugins.manager import Registry
-from xaibench.publish.leaderboard import FAMILY_ORDER, RULES, win_rates
+from xaibench.publish.leaderboard import RULES, family_index, win_rates
 from xaibench.publish.submission import load_submissions
 from xaibench.publish.validation import PNG_SIGNATURE, require_valid
 from xaibench.publish.writers import (
@@ -55,6 +55,7 @@ from xaibench.publish.writers import (
     Leaderboard,
     board_json,
     build_leaderboard,
+    rank_ties,
     to_csv,
     track_title,
 )
@@ -75,8 +76,6 @@ CURVE_LABELS = {
     ),
 }
 CURVE_Y_RANGE = {"model_randomisation": (-1.0, 1.0)}  # a correlation; the others are probabilities in [0, 1]
-SHOWN_FAMILIES: tuple[str, ...] = tuple(dict.fromkeys((*FAMILY_ORDER, *ALL_FAMILIES)))
-"""Display order of every family."""
 
 
 @dataclass
@@ -302,13 +301,9 @@ def _family_notes(fam_info: dict[str, dict[str, Any]], present: set[str]) -> lis
     """The families on a track that are shown but not ranked, with their reason."""
     return [
         {"family": f, "text": not_ranked_text(fam_info[f]["reason"]), "label": fam_info[f]["label"]}
-        for f in sorted(fam_info, key=_family_index)
+        for f in sorted(fam_info, key=family_index)
         if not fam_info[f]["ranked"] and f in present and f != "other"  # "other" is never meant to rank
     ]
-
-
-def _family_index(family: str) -> int:
-    return SHOWN_FAMILIES.index(family) if family in SHOWN_FAMILIES else len(SHOWN_FAMILIES)
 
 
 def _label(board: Leaderboard, rows: list[dict[str, Any]], metric: str) -> str:
@@ -485,14 +480,6 @@ def _cell(
     }
 
 
-def _ties(rows: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
-    ties: dict[tuple[str, int], int] = defaultdict(int)
-    for r in rows:
-        if r["rank"] is not None:
-            ties[(r["metric"], r["rank"])] += 1
-    return ties
-
-
 def _column_status(rows: list[dict[str, Any]], metric: str) -> str:
     """The status every explainer shares on a metric (shown once, in the header), else ""."""
     statuses = {str(r.get("status") or "") for r in rows if r["metric"] == metric}
@@ -529,7 +516,7 @@ def _track_view(board: Leaderboard, track: str, by_key: dict[str, Submitted]) ->
     ranking = board.ranking_metrics.get(track, set())
 
     def order(m: str) -> tuple[int, str]:
-        return (_family_index(info[m]["family"]), m)
+        return (family_index(info[m]["family"]), m)
 
     valued = {r["metric"] for r in metric_rows if r["value"] is not None}
     ranked = [info[m] for m in sorted(info, key=order) if m in ranking and m in valued]
@@ -547,7 +534,7 @@ def _track_view(board: Leaderboard, track: str, by_key: dict[str, Submitted]) ->
     cells: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         cells[r["explainer"]][r["metric"]] = r
-    ties = _ties(rows)
+    ties = rank_ties(rows)
     explainers = sorted(cells, key=lambda x: (cells[x].get("rank:overall", {}).get("rank") or 10**9, x))
     body = []
     for x in explainers:
@@ -610,7 +597,7 @@ def _explainer_tracks(sub: Submitted, board: Leaderboard, by_key: dict[str, Subm
         metric_rows = [r for r in track_rows if not r["metric"].startswith("rank:")]
         rows = {r["metric"]: r for r in track_rows if r["explainer"] == sub.key}
         n_ranked = {m: sum(1 for r in track_rows if r["metric"] == m and r["rank"] is not None) for m in rows}
-        ties = _ties(track_rows)
+        ties = rank_ties(track_rows)
         fam_info = _families(board, track_name)
         flags = _explainer_flags(board, sub.key, track_name)
         metrics = []
@@ -675,7 +662,7 @@ def _explainer_tracks(sub: Submitted, board: Leaderboard, by_key: dict[str, Subm
 def _family_order(m: Any, metric_id: str) -> tuple[int, int, str]:
     fam = m.get("family") if isinstance(m, dict) else None
     ranking = isinstance(m, dict) and m.get("ranking") is True
-    return (_family_index(str(fam)), 0 if ranking else 1, metric_id)
+    return (family_index(str(fam)), 0 if ranking else 1, metric_id)
 
 
 def _curve_of(sub: Submitted, track: str, metric: str) -> dict[str, Any] | None:
@@ -782,11 +769,11 @@ def _methodology(registry: Registry, subs: list[Submitted]) -> list[dict[str, An
         m["versions_seen"] = sorted(used.get("versions", set()))
         m["in_submissions"] = bool(used)
     families = []
-    for fam in SHOWN_FAMILIES:
+    for fam in ALL_FAMILIES:
         items = sorted((m for m in metrics.values() if m["family"] == fam), key=lambda m: (not m["ranking"], m["id"]))
         if items:
             families.append({"name": fam, "metrics": items})
-    rest = sorted((m for m in metrics.values() if m["family"] not in SHOWN_FAMILIES), key=lambda m: m["id"])
+    rest = sorted((m for m in metrics.values() if m["family"] not in ALL_FAMILIES), key=lambda m: m["id"])
     if rest:
         families.append({"name": "unknown family", "metrics": rest})
     return families
@@ -807,7 +794,7 @@ def _correlation_view(board: Leaderboard, track: str, by_key: dict[str, Submitte
         families[r["metric"]] = r["family"]
     oriented_values = {m: oriented(v, directions[m]) for m, v in values.items()}
     usable = [m for m in oriented_values if len(oriented_values[m]) >= 3]
-    usable.sort(key=lambda m: (_family_index(families[m]), m))
+    usable.sort(key=lambda m: (family_index(families[m]), m))
     ranking = board.ranking_metrics.get(track, set())
     ranked = [m for m in usable if m in ranking]
     n_explainers = len({r["explainer"] for r in board.rows if r["track"] == track})

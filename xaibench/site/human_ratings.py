@@ -98,6 +98,7 @@ def human_ratings_section(
         except XaibenchError as exc:
             return {"available": False, "line": f"n/a: the PASTA paper tables could not be read: {exc}"}
     mapping = technique_explainers()
+    means = technique_means(tables)
     return {
         "available": True,
         "digests": sorted(tables.digests.items()),
@@ -107,7 +108,7 @@ def human_ratings_section(
         "backbones": by_backbone(tables),
         "rows": [_figure_row(r, mapping.get(r.technique, "")) for r in tables.rows],
         "tracks": [
-            track_view(board_rows, track, explainer_names, tables, mapping)
+            track_view(board_rows, track, explainer_names, means, mapping)
             for track in sorted({str(r["track"]) for r in board_rows})
         ],
     }
@@ -172,11 +173,11 @@ def track_view(
     board_rows: Sequence[Mapping[str, Any]],
     track: str,
     explainer_names: Mapping[str, tuple[str, str]],
-    tables: PaperTables,
+    means: Mapping[str, Mapping[str, float]],
     mapping: Mapping[str, str],
 ) -> dict[str, Any]:
-    """Our means on ``track`` for the explainers that map to a table technique, and their rho with human Q1."""
-    means = technique_means(tables)
+    """Our means on ``track`` for the explainers that map to a table technique, and their rho with human Q1
+    (``means``: :func:`technique_means` of the paper tables)."""
     technique_of = {e: t for t, e in mapping.items() if t in means and FIDELITY in means[t]}
     values: dict[str, dict[str, float]] = defaultdict(dict)  # key -> metric -> mean
     meta: dict[str, tuple[str, str]] = {}  # metric -> (family, direction)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -172,13 +172,8 @@ def _track(path: Path, index: int, raw: Any, suite_dir: str) -> TrackSpec:
         )
     except XaibenchError as exc:
         raise _problem(path, where, str(exc)) from None
-    return TrackSpec(
-        name=spec.name,
-        dataset=spec.dataset,
-        model=spec.model,
-        dataset_params=spec.dataset_params,
-        model_params=spec.model_params,
-        target=spec.target,
+    return replace(
+        spec,
         limit=limit,
         metrics=metrics,
         metric_params=metric_params,

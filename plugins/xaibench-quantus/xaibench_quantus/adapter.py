@@ -116,8 +116,9 @@ class QuantusMetric(Metric):
     version = VERSION
 
     def quantus_kwargs(self, call: Call, seed: int, batch: MetricInput) -> dict[str, Any]:
-        """Constructor arguments of the Quantus metric beyond the adapter's fixed ones."""
-        return {}
+        """Constructor arguments of the Quantus metric beyond the adapter's fixed ones (by
+        default the metric's parameters, which then bear Quantus' own names)."""
+        return dict(self.params)
 
     def batch_problem(self, batch: MetricInput) -> str | None:
         """Why no sample of this batch can be scored, else ``None``."""

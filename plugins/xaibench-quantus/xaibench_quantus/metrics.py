@@ -42,9 +42,6 @@ class FaithfulnessCorrelation(QuantusMetric):
         "drops over 100 random 224-feature subsets; higher is better; not ranked, off by default."
     )
 
-    def quantus_kwargs(self, call: Call, seed: int, batch: MetricInput) -> dict[str, Any]:
-        return dict(self.params)
-
 
 class MonotonicityCorrelation(QuantusMetric):
     """Monotonicity correlation (Nguyen and Martinez 2020): Spearman correlation between the
@@ -185,9 +182,6 @@ class AvgSensitivity(QuantusMetric):
         "Quantus AvgSensitivity (Yeh et al. 2019): mean relative change of the map over 10 inputs with uniform "
         "noise of radius 0.2, explainer re-run; lower is better; not ranked, off by default."
     )
-
-    def quantus_kwargs(self, call: Call, seed: int, batch: MetricInput) -> dict[str, Any]:
-        return dict(self.params)
 
 
 class ModelParameterRandomisation(QuantusMetric):

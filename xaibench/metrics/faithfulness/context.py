@@ -222,15 +222,10 @@ def pipelined(fn: Callable[[Any], Any], jobs: list[Any], *, workers: int) -> Ite
             yield fn(job)
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        ahead: deque[Future] = deque()
-        submitted = 0
-        for _ in range(len(jobs)):
-            while submitted < len(jobs) and len(ahead) < workers:
-                ahead.append(pool.submit(fn, jobs[submitted]))
-                submitted += 1
+        ahead: deque[Future] = deque(pool.submit(fn, job) for job in jobs[:workers])
+        for job in jobs[workers:]:
             result = ahead.popleft().result()
-            if submitted < len(jobs):
-                # Keep ``workers`` builds running while the caller uses this result.
-                ahead.append(pool.submit(fn, jobs[submitted]))
-                submitted += 1
+            ahead.append(pool.submit(fn, job))  # keep ``workers`` builds running while the caller uses it
             yield result
+        while ahead:
+            yield ahead.popleft().result()

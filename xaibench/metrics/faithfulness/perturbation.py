@@ -33,12 +33,12 @@ from xaibench.metrics.faithfulness.imputation import noisy_linear_imputation
 from xaibench.metrics.faithfulness.imputation_torch import noisy_linear_imputation_torch
 
 Order = Literal["descending", "ascending"]
+Perturbation = Literal["road", "black", "uniform", "gaussian"]
+PERTURBATIONS: tuple[Perturbation, ...] = ("road", "black", "uniform", "gaussian")
 Imputation = Literal["auto", "superlu", "torch"]
 
 CPU_IMPUTATION_THREADS = 2
 """Worker threads that impute ahead of the forward passes on the CPU (SuperLU releases the GIL)."""
-Perturbation = Literal["road", "black", "uniform", "gaussian"]
-PERTURBATIONS: tuple[Perturbation, ...] = ("road", "black", "uniform", "gaussian")
 
 
 # ----------------------------------------------------------------------------- orders and counts
@@ -125,9 +125,14 @@ def noise_field(
     raise ValueError(f"unknown perturbation {perturbation!r}; known: {', '.join(PERTURBATIONS)}")
 
 
+def masks_on(masks: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``(K, H, W)`` bool masks as a tensor on ``device`` (the only host-to-device copy of a perturbation)."""
+    return torch.from_numpy(np.ascontiguousarray(masks)).to(device, non_blocking=True)
+
+
 def replace(image: torch.Tensor, masks: np.ndarray, fill: torch.Tensor) -> torch.Tensor:
     """``(K, C, H, W)``: ``image`` with the pixels of each ``(K, H, W)`` mask taken from ``fill``."""
-    m = torch.from_numpy(np.ascontiguousarray(masks)).to(image.device, non_blocking=True)[:, None]
+    m = masks_on(masks, image.device)[:, None]
     return torch.where(m, fill.to(image.device, image.dtype).expand_as(image)[None], image[None])
 
 
@@ -156,7 +161,7 @@ def perturb(
         return replace(image, masks, field)
     if perturbation == "road":
         if imputation_backend(image.device, imputation) == "torch":
-            removed = torch.from_numpy(np.ascontiguousarray(masks)).to(image.device, non_blocking=True)
+            removed = masks_on(masks, image.device)
             return noisy_linear_imputation_torch(image, removed, field[None], noise_std=road_noise)
         out = noisy_linear_imputation(
             image.detach().cpu().numpy(), masks, field.detach().cpu().numpy()[None], noise_std=road_noise

@@ -38,6 +38,7 @@ from xaibench.pasta.network import QUESTIONS, ScoringNetwork, TrainSettings, tra
 __all__ = [
     "CANDIDATES",
     "Selection",
+    "configuration",
     "cross_validate",
     "fit_model",
     "make_splits",
@@ -153,19 +154,19 @@ SELECTION_EPOCHS = 100
 def validation_splits(images: Sequence[str], techniques: Sequence[str], seed: int = 0) -> list[Split]:
     """The 2 x 2 validation grid of :func:`fit_model`: cell (f, g) is predicted from the items of the other
     technique group and the other image group. Empty when there are fewer than 2 techniques or 2 images."""
-    rng = np.random.default_rng(seed + 7919)
-    tg, ig = _groups(list(techniques), 2, rng), _groups(list(images), 2, rng)
-    if len(tg) < 2 or len(ig) < 2:
+    if len(set(techniques)) < 2 or len(set(images)) < 2:
         return []
-    t_arr, i_arr = np.asarray(techniques, dtype=object), np.asarray(images, dtype=object)
-    splits = []
-    for a in range(2):
-        for b in range(2):
-            test = np.flatnonzero(np.isin(t_arr, tg[a]) & np.isin(i_arr, ig[b]))
-            train = np.flatnonzero(np.isin(t_arr, tg[1 - a]) & np.isin(i_arr, ig[1 - b]))
-            if len(test) and len(train) >= 2:
-                splits.append(Split(train, test, tuple(tg[a]), tuple(ig[b])))
-    return splits
+    return make_splits(images, techniques, "kfold", k=2, seed=seed + 7919)
+
+
+def configuration(settings: TrainSettings) -> dict[str, Any]:
+    """The fields of ``settings`` that describe its head, as a model card records them."""
+    chosen: dict[str, Any] = {"head": settings.head, "pca": settings.pca}
+    if settings.head == "ridge":
+        chosen["alpha"] = settings.alpha
+    else:
+        chosen |= {"hidden": settings.hidden, "weight_decay": settings.weight_decay, "epochs": settings.epochs}
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -176,14 +177,8 @@ class Selection:
     table: list[dict[str, Any]]  # one row per candidate: its fields, epochs, validation Spearman (mean over Qs)
 
     def to_dict(self) -> dict[str, Any]:
-        c = self.chosen
-        chosen: dict[str, Any] = {"head": c.head, "pca": c.pca}
-        if c.head == "ridge":
-            chosen["alpha"] = c.alpha
-        else:
-            chosen |= {"hidden": c.hidden, "weight_decay": c.weight_decay, "epochs": c.epochs}
         return {
-            "chosen": chosen,
+            "chosen": configuration(self.chosen),
             "criterion": "mean over questions of the validation Spearman (2 x 2 technique x image grid)",
             "candidates": self.table,
         }

@@ -31,7 +31,7 @@ from xaibench.pasta.training.data import (
     release_items,
     select_rows,
 )
-from xaibench.pasta.training.evaluation import Selection, cross_validate, fit_model, summarise
+from xaibench.pasta.training.evaluation import Selection, configuration, cross_validate, fit_model, summarise
 from xaibench.pasta.training.generate import TrackChoice, generate_items
 from xaibench.plugins.manager import Registry
 from xaibench.version import __version__
@@ -233,12 +233,11 @@ def _chosen(settings: TrainSettings, selection: Selection | None) -> dict[str, A
     """What a card records as the configuration of the shipped network."""
     if selection is not None:
         return selection.to_dict()
-    fixed: dict[str, Any] = {"head": settings.head, "pca": settings.pca}
-    if settings.head == "ridge":
-        fixed["alpha"] = settings.alpha
-    else:
-        fixed |= {"hidden": settings.hidden, "weight_decay": settings.weight_decay, "epochs": settings.epochs}
-    return {"chosen": fixed, "criterion": "fixed by the settings (no model selection)", "candidates": []}
+    return {
+        "chosen": configuration(settings),
+        "criterion": "fixed by the settings (no model selection)",
+        "candidates": [],
+    }
 
 
 def _branch_card(
