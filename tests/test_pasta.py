@@ -15,6 +15,7 @@ import torch
 
 from xaibench import hookimpl
 from xaibench.api import Encoder, MetricInput
+from xaibench.errors import XaibenchError
 from xaibench.pasta.checkpoint import PROXY_LABEL, load_checkpoint, save_checkpoint
 from xaibench.pasta.network import ScoringNetwork, TrainSettings, pasta_loss, train_network
 from xaibench.pasta.render import JET_LUT, concept_sentence, render_overlay
@@ -409,7 +410,23 @@ def test_train_from_table_end_to_end_then_score(toy, tmp_path: Path) -> None:
     assert out.with_suffix(".card.md").read_text().count("PASTA (proxy, technique-level labels)") >= 1
     # `evaluate` reproduces the recorded numbers (cached explanations and embeddings, same seeds).
     again = evaluate_checkpoint(out, table, registry=toy, workdir=tmp_path / "work")
-    assert again["saliency"]["matches"] is True
+    assert again["saliency"]["matches"] is True and again["saliency"]["items"] == "shipped"
+    # ... from the training items shipped beside the checkpoint alone (no table, no explainers) ...
+    items_file = out.with_suffix(".items.npz")
+    assert card["training_items"]["file"] == items_file.name
+    alone = evaluate_checkpoint(out)
+    assert alone["saliency"]["evaluation"] == branch["evaluation"] and alone["saliency"]["largest_difference"] == 0
+    # ... and from items made anew (here the same: the explanations and embeddings are cached).
+    rebuilt = evaluate_checkpoint(out, table, registry=toy, workdir=tmp_path / "work", rebuild=True)
+    assert rebuilt["saliency"]["items"] == "rebuilt" and rebuilt["saliency"]["matches"] is True
+    data = bytearray(items_file.read_bytes())
+    data[len(data) // 2] ^= 1
+    items_file.write_bytes(bytes(data))
+    with pytest.raises(XaibenchError, match=r"toy\.items\.npz: sha256 differs"):
+        evaluate_checkpoint(out)
+    items_file.unlink()
+    with pytest.raises(XaibenchError, match="training items of checkpoint toy are missing"):
+        evaluate_checkpoint(out)
 
     # The metrics read the checkpoint: one embedding pass for all six questions; concept -> n/a with the reason.
     from xaibench.testing.tiny import tiny_track
@@ -674,7 +691,7 @@ def test_q5_q6_are_lower_is_better_and_unranked_q1_carries_its_validity() -> Non
     }
     params = PASTA_METRICS[0]().params
     assert params["label"] == "PASTA (proxy, technique-level labels)"
-    assert params["heldout_q1_spearman"] == pytest.approx(-0.2308)  # proxy-v1.card.json's headline
+    assert params["heldout_q1_spearman"] == pytest.approx(-0.2143)  # proxy-v1.card.json's headline
 
 
 def test_a_card_that_names_another_checkpoint_reports_no_validity(tmp_path: Path) -> None:
@@ -685,7 +702,7 @@ def test_a_card_that_names_another_checkpoint_reports_no_validity(tmp_path: Path
     shutil.copy(packaged_dir() / "proxy-v1.pt", tmp_path / "copy.pt")
     card = json.loads((packaged_dir() / "proxy-v1.card.json").read_text())
     (tmp_path / "copy.card.json").write_text(json.dumps(card))
-    assert load_checkpoint(tmp_path / "copy.pt").heldout_q1_spearman() == pytest.approx(-0.2308)
+    assert load_checkpoint(tmp_path / "copy.pt").heldout_q1_spearman() == pytest.approx(-0.2143)
     card["checkpoint_sha256"] = "0" * 64  # a stale card: not this checkpoint's numbers
     (tmp_path / "copy.card.json").write_text(json.dumps(card))
     assert load_checkpoint(tmp_path / "copy.pt").heldout_q1_spearman() is None

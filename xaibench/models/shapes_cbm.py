@@ -8,9 +8,11 @@ probabilities to the 4 classes; both are trained together with
 saliency explainers work on it too; concept explainers use :meth:`ShapesCBM.concept_probs` and
 :meth:`ShapesCBM.class_logits`.
 
-Trained on first use on the ``shapes`` train split and cached like ``shapes-cnn``
-(``<cache>/shapes-cbm/<key>.pt``, ``torch.load(..., weights_only=True)``); deterministic for a
-given configuration. Input 64 px, mean 0.5 and std 0.25 per channel.
+Weights as for ``shapes-cnn``: ``weights="shipped"`` (default) loads the package's reference
+weights (:mod:`xaibench.models.shipped`); ``weights="train"`` trains on the ``shapes`` train split
+on first use and caches the result (``<cache>/shapes-cbm/<key>.pt``, ``torch.load(...,
+weights_only=True)``); deterministic for a given configuration on one machine. Input 64 px, mean
+0.5 and std 0.25 per channel.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from torch import nn
 from xaibench.api import Model
 from xaibench.datasets.shape_concepts import CONCEPTS, concept_vector
 from xaibench.datasets.shapes import CLASSES, GENERATOR_VERSION, ShapesConfig, render
+from xaibench.models.shipped import WEIGHTS_CHOICES, load_shipped
 from xaibench.models.trained import (
     default_cache_dir,
     deterministic,
@@ -169,19 +172,34 @@ class ShapesCBM(Model):
     name: ClassVar[str] = "shapes-cbm"
     version: ClassVar[str] = f"1.{ARCH_VERSION}.{GENERATOR_VERSION}"
     description: ClassVar[str] = (
-        "Synthetic: concept-bottleneck model on shapes (15 concepts: outline, colour, size -> linear head), "
-        "trained on first use (about 1-4 min on 2 shared CPU cores) and cached"
+        "Synthetic: concept-bottleneck model on shapes (15 concepts: outline, colour, size -> linear head); "
+        "reference weights shipped with xaibench (weights=train: trained here, about 1-4 min on 2 CPU cores, cached)"
     )
     licence: ClassVar[str] = "Apache-2.0 (weights trained by xaibench)"
     synthetic: ClassVar[bool] = True
 
-    def __init__(self, cache_dir: str | os.PathLike[str] | None = None, train_config: CBMTrainConfig | None = None):
+    def __init__(
+        self,
+        cache_dir: str | os.PathLike[str] | None = None,
+        train_config: CBMTrainConfig | None = None,
+        weights: str | None = None,
+    ) -> None:
+        """``weights``: ``shipped`` (default, the package's reference weights) or ``train`` (trained
+        here on first use and cached); a ``train_config`` other than the default implies ``train``."""
         self.train_config = train_config or CBMTrainConfig()
         self.cache_key = cache_key(self.train_config)
+        self.weights = weights or ("shipped" if self.train_config == CBMTrainConfig() else "train")
+        if self.weights not in WEIGHTS_CHOICES:
+            raise ValueError(f"shapes-cbm: weights must be one of {', '.join(WEIGHTS_CHOICES)}, not {weights!r}")
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.weights_path = root / "shapes-cbm" / f"shapes-{self.cache_key}.pt"
         net = CBMNet(self.train_config.widths, self.train_config.stem_stride)
-        self.trained_now = load_or_train(net, self.weights_path, lambda: train_cbm(self.train_config))
+        if self.weights == "shipped":
+            net.load_state_dict(load_shipped("shapes-cbm", self.cache_key).state)
+            net.eval()
+            self.trained_now = False
+        else:
+            self.trained_now = load_or_train(net, self.weights_path, lambda: train_cbm(self.train_config))
         self.module = net
         self.input_size = self.train_config.size
         self.mean = MEAN

@@ -1,9 +1,12 @@
 """``shapes-cnn``: a small CNN trained by xaibench on the synthetic shapes datasets.
 
-Trained on first use on the ``train`` split of ``shapes`` or ``shapes-shortcut`` (the
-``variant``) and cached on disk, keyed by a digest of the generator configuration and
-the training configuration (see :func:`cache_key`). Cache folder: the ``cache_dir``
-parameter, else ``$XAIBENCH_CACHE``, else ``~/.cache/xaibench``; files are
+Weights (the ``weights`` parameter): ``shipped`` (the default) loads the reference weights that
+ship with the package (:mod:`xaibench.models.shipped`), the same on every machine, with no
+training; ``train`` trains on the ``train`` split of ``shapes`` or ``shapes-shortcut`` (the
+``variant``) on first use and caches the result on disk, keyed by a digest of the generator
+configuration and the training configuration (see :func:`cache_key`). Trained weights depend on
+the CPU's kernels, so their identity differs between machines (DESIGN 6). Cache folder: the
+``cache_dir`` parameter, else ``$XAIBENCH_CACHE``, else ``~/.cache/xaibench``; files are
 ``shapes-cnn/<variant>-<key>.pt`` (a ``state_dict``, written atomically, read with
 ``torch.load(..., weights_only=True)``).
 
@@ -37,6 +40,7 @@ from torch import nn
 
 from xaibench.api import Model
 from xaibench.datasets.shapes import CLASSES, GENERATOR_VERSION, ShapesConfig, generate_arrays
+from xaibench.models.shipped import WEIGHTS_CHOICES, load_shipped
 from xaibench.models.trained import (
     default_cache_dir,
     deterministic,
@@ -169,8 +173,8 @@ class ShapesCNN(Model):
     name: ClassVar[str] = "shapes-cnn"
     version: ClassVar[str] = f"1.{ARCH_VERSION}.{GENERATOR_VERSION}"
     description: ClassVar[str] = (
-        "Synthetic: a 4-block CNN with global average pooling, trained on first use on the shapes or "
-        "shapes-shortcut train split (about 30 s on one CPU core) and cached"
+        "Synthetic: a 4-block CNN with global average pooling on the shapes or shapes-shortcut train split; "
+        "reference weights shipped with xaibench (weights=train: trained here, about 30 s on one CPU core, cached)"
     )
     licence: ClassVar[str] = "Apache-2.0 (weights trained by xaibench)"
     synthetic: ClassVar[bool] = True
@@ -180,16 +184,27 @@ class ShapesCNN(Model):
         variant: str = "shapes",
         cache_dir: str | os.PathLike[str] | None = None,
         train_config: TrainConfig | None = None,
+        weights: str | None = None,
     ) -> None:
+        """``weights``: ``shipped`` (default, the package's reference weights) or ``train`` (trained
+        here on first use and cached); a ``train_config`` other than the default implies ``train``."""
         if variant not in VARIANTS:
             raise ValueError(f"shapes-cnn: unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
         self.variant = variant
         self.train_config = train_config or TrainConfig()
         self.cache_key = cache_key(variant, self.train_config)
+        self.weights = weights or ("shipped" if self.train_config == TrainConfig() else "train")
+        if self.weights not in WEIGHTS_CHOICES:
+            raise ValueError(f"shapes-cnn: weights must be one of {', '.join(WEIGHTS_CHOICES)}, not {weights!r}")
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.weights_path = root / "shapes-cnn" / f"{variant}-{self.cache_key}.pt"
         net = ShapesNet.from_config(self.train_config)
-        self.trained_now = load_or_train(net, self.weights_path, lambda: train(variant, self.train_config))
+        if self.weights == "shipped":
+            net.load_state_dict(load_shipped(f"shapes-cnn/{variant}", self.cache_key).state)
+            net.eval()
+            self.trained_now = False
+        else:
+            self.trained_now = load_or_train(net, self.weights_path, lambda: train(variant, self.train_config))
         self.module = net
         self.input_size = self.train_config.size
         self.mean = MEAN

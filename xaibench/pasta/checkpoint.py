@@ -130,7 +130,8 @@ def save_checkpoint(path: Path, meta: dict[str, Any], networks: dict[str, Scorin
         "format": FORMAT,
         "meta": json.dumps(meta, sort_keys=True),
         "branches": {
-            k: {n: t.detach().cpu().contiguous() for n, t in net.state_dict().items()} for k, net in networks.items()
+            k: {n: t.detach().cpu().float().contiguous() for n, t in net.state_dict().items()}
+            for k, net in networks.items()
         },
     }
     buf = io.BytesIO()
@@ -202,6 +203,15 @@ def write_card(path_pt: Path, card: dict[str, Any]) -> tuple[Path, Path]:
             "",
         ]
     lines += [f"- reproduce: `{card.get('command', '')}`"]
+    items = card.get("training_items")
+    if isinstance(items, dict):
+        lines += [
+            f"- training items: `{items.get('file')}` (sha256 `{items.get('sha256')}`); "
+            f"`xaibench pasta evaluate --checkpoint {card['name']}` re-trains on them and reproduces the "
+            "figures below on any CPU"
+        ]
+    for note in card.get("reproducibility") or []:
+        lines += [f"- reproducibility: {note}"]
     lines += [
         f"- checkpoint sha256: `{card.get('checkpoint_sha256', '')}`",
         f"- xaibench {card.get('xaibench', '')}",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from xaibench.files import write_bytes_atomic
 from xaibench.pasta.network import QUESTIONS
 
 __all__ = [
@@ -41,10 +43,13 @@ __all__ = [
     "ReleaseEntry",
     "TableRow",
     "file_sha256",
+    "items_path",
+    "load_items",
     "load_release",
     "load_table",
     "mode_rating",
     "parse_explanation_name",
+    "save_items",
 ]
 
 SALIENCY_TECHNIQUES: dict[str, str] = {
@@ -97,6 +102,52 @@ class Items:
 
     def __len__(self) -> int:
         return len(self.images)
+
+
+# ----------------------------------------------------------------------------- items beside a checkpoint
+
+ITEMS_SUFFIX = ".items.npz"
+
+
+def items_path(checkpoint: Path) -> Path:
+    """The training items shipped beside a checkpoint: ``<name>.items.npz``."""
+    return Path(checkpoint).with_suffix(ITEMS_SUFFIX)
+
+
+def save_items(path: Path, branches: Sequence[Items]) -> str:
+    """Write the branches' items (embeddings, labels, image ids, techniques) to one ``.npz`` file,
+    atomically and without pickles; returns its sha256.
+
+    Evaluation re-trains on exactly these numbers, so a model card's held-out figures do not
+    depend on the CPU that re-explains and re-embeds the training images (DESIGN 6).
+    """
+    arrays: dict[str, np.ndarray] = {}
+    for items in branches:
+        arrays[f"{items.kind}.embeddings"] = np.asarray(items.embeddings, dtype=np.float32)
+        arrays[f"{items.kind}.labels"] = np.asarray(items.labels, dtype=np.float64)
+        arrays[f"{items.kind}.images"] = np.asarray(items.images, dtype=str)
+        arrays[f"{items.kind}.techniques"] = np.asarray(items.techniques, dtype=str)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    data = buf.getvalue()
+    write_bytes_atomic(Path(path), data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_items(path: Path) -> dict[str, Items]:
+    """The items saved by :func:`save_items`, per branch kind (read with ``allow_pickle=False``)."""
+    with np.load(Path(path), allow_pickle=False) as data:
+        kinds = sorted({name.split(".", 1)[0] for name in data.files})
+        return {
+            kind: Items(
+                embeddings=data[f"{kind}.embeddings"],
+                labels=data[f"{kind}.labels"],
+                images=[str(x) for x in data[f"{kind}.images"]],
+                techniques=[str(x) for x in data[f"{kind}.techniques"]],
+                kind=kind,
+            )
+            for kind in kinds
+        }
 
 
 # ----------------------------------------------------------------------------- (a) release format

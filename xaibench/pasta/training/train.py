@@ -26,9 +26,12 @@ from xaibench.pasta.training.data import (
     SALIENCY_TECHNIQUES,
     Items,
     file_sha256,
+    items_path,
+    load_items,
     load_release,
     load_table,
     release_items,
+    save_items,
     select_rows,
 )
 from xaibench.pasta.training.evaluation import Selection, configuration, cross_validate, fit_model, summarise
@@ -263,6 +266,21 @@ def _branch_card(
     }
 
 
+def _ship_items(out: Path, items: Sequence[Items]) -> dict[str, Any]:
+    """Write the training items beside the checkpoint; what its metadata and card record of them."""
+    path = items_path(out)
+    sha = save_items(path, items)
+    return {
+        "file": path.name,
+        "sha256": sha,
+        "description": (
+            "the embeddings, labels, image ids and techniques this checkpoint was trained and evaluated on; "
+            "`xaibench pasta evaluate` re-trains on them, so the card's figures do not depend on the CPU that "
+            "explains and embeds the training images (`--rebuild` makes them anew)"
+        ),
+    }
+
+
 def train_from_table(
     table: Path,
     out: Path,
@@ -297,6 +315,7 @@ def train_from_table(
     }
     card_branches: dict[str, Any] = {}
     networks = {}
+    all_items: list[Items] = []
     for config in branches:
         items, skipped = build_table_items(
             table,
@@ -308,6 +327,7 @@ def train_from_table(
             top_k=top_k,
             log=log,
         )
+        all_items.append(items)
         evaluation = evaluate_items(items, settings, ev, technique_level=True, log=log)
         net, history, selection = _fit_final(items, settings)
         networks[config.kind] = net
@@ -341,6 +361,7 @@ def train_from_table(
     for kind, reason in (untrained or {}).items():
         meta["branches"][kind] = {"reason": reason}
         card_branches[kind] = {"trained": False, "reason": reason}
+    meta["items"] = _ship_items(Path(out), all_items)
     sha = save_checkpoint(Path(out), meta, networks)
     headline = {}
     loto = card_branches.get("saliency", {}).get("evaluation", {}).get("loto")
@@ -369,6 +390,7 @@ def train_from_table(
             "Scores are shown as 'PASTA (proxy, technique-level labels)'."
         ),
         "training_table": {"file": table.name, "sha256": meta["source"]["sha256"]},
+        "training_items": meta["items"],
         "branches": card_branches,
         "caveats": [
             "Technique-level labels: within a technique all items share one label, so item-level QWK/Spearman mostly "
@@ -418,6 +440,7 @@ def train_from_release(
         "branches": {},
     }
     networks, card_branches = {}, {}
+    all_items: list[Items] = []
     for kind, spec in (("saliency", image_encoder), ("concept", text_encoder)):
         has_kind = any((e.explanation.suffix.lower() == ".txt") == (kind == "concept") for e in entries)
         if not has_kind:
@@ -438,6 +461,7 @@ def train_from_release(
         items.info["encoder"] = {"name": spec[0], "params": dict(spec[1]), "identity": enc.identity}
         items.info["render"] = "pasta-release-images"
         items.info["render_size"] = render_size if kind == "saliency" else None
+        all_items.append(items)
         evaluation = evaluate_items(items, settings, ev, technique_level=False, log=log)
         net, history, selection = _fit_final(items, settings)
         networks[kind] = net
@@ -457,6 +481,7 @@ def train_from_release(
         card_branches[kind] = card
     if not networks:
         raise XaibenchError(f"{release}: no explanations to train on")
+    meta["items"] = _ship_items(Path(out), all_items)
     sha = save_checkpoint(Path(out), meta, networks)
     card = {
         "name": name,
@@ -469,6 +494,7 @@ def train_from_release(
         "command": command,
         "summary": "Trained on the PASTA-dataset (human ratings per explanation, mode of the votes).",
         "training_release": meta["source"],
+        "training_items": meta["items"],
         "branches": card_branches,
         "caveats": [
             "The release's explanation images are the renders shown to its raters; xaibench scores its own "
@@ -481,56 +507,119 @@ def train_from_release(
 
 
 def evaluate_checkpoint(
-    checkpoint: str | Path, source: Path, *, registry: Registry, workdir: Path, log: Log = None
+    checkpoint: str | Path,
+    source: Path | None = None,
+    *,
+    registry: Registry | None = None,
+    workdir: Path = Path(".xaibench"),
+    rebuild: bool = False,
+    log: Log = None,
 ) -> dict[str, Any]:
-    """Rebuild the checkpoint's training items from ``source`` and rerun its recorded evaluation.
+    """Rerun a checkpoint's recorded held-out evaluation and compare it with its model card.
 
-    Returns ``{kind: {"evaluation": ..., "recorded": ..., "matches": bool}}``.
+    By default the evaluation re-trains on the training items shipped beside the checkpoint
+    (``<name>.items.npz``, checked against the sha256 its metadata records), so it reproduces the
+    card on any CPU. With ``rebuild`` (or for a checkpoint without items) the items are made anew
+    from ``source`` (the ratings table or release it was trained on): explained, rendered and
+    embedded here, so figures can move with the CPU's kernels. Returns
+    ``{kind: {"evaluation", "recorded", "matches", "largest_difference", "items"}}``.
     """
     ckpt = load_checkpoint(checkpoint)
     meta = ckpt.meta
     src = meta.get("source", {})
-    source_file = Path(source) / "human_annotations.json" if Path(source).is_dir() else Path(source)
-    if src.get("sha256") and file_sha256(source_file) != src["sha256"]:
-        raise XaibenchError(f"{source_file}: not the file checkpoint {ckpt.name} was trained on (sha256 differs)")
+    source_file = None
+    if source is not None:
+        source_file = Path(source) / "human_annotations.json" if Path(source).is_dir() else Path(source)
+        if src.get("sha256") and file_sha256(source_file) != src["sha256"]:
+            raise XaibenchError(f"{source_file}: not the file checkpoint {ckpt.name} was trained on (sha256 differs)")
+    shipped = _shipped_items(ckpt) if not rebuild else None
+    if shipped is None and source_file is None:
+        why = "--rebuild needs" if rebuild else f"checkpoint {ckpt.name} ships no training items; give"
+        raise XaibenchError(f"{why} the ratings table (--from-table) or release (--from-pasta) it was trained on")
     settings = TrainSettings.from_dict(meta["settings"])
     ev = EvalConfig.from_dict(meta.get("evaluation_config", {}))
     results: dict[str, Any] = {}
     for kind, branch in meta.get("branches", {}).items():
         if kind not in ckpt.networks:
             continue
-        if src.get("kind") == "table":
-            config = BranchConfig.from_dict(branch["config"])
-            items, _ = build_table_items(
-                source_file,
-                config,
-                registry=registry,
-                workdir=workdir,
-                seed=settings.seed,
-                render_size=int(meta.get("render_size", 224)),
-                top_k=int(meta.get("top_k", 20)),
-                log=log,
-            )
-            technique_level = True
+        technique_level = src.get("kind") == "table"
+        if shipped is not None:
+            items = shipped[kind]
         else:
-            from xaibench.pasta.encoders import EmbeddingCache, embed_images, embed_texts
-            from xaibench.pasta.scorer import make_encoder
-
-            cfg = branch["config"]
-            enc = make_encoder(cfg["encoder"], dict(cfg.get("encoder_params") or {}))
-            cache = EmbeddingCache(Path(workdir) / "cache" / "embeddings")
-            items = release_items(
-                load_release(source_file),
-                image_embed=lambda x, enc=enc, cache=cache: embed_images(enc, x, cache),
-                text_embed=lambda t, enc=enc, cache=cache: embed_texts(enc, t, cache),
-                render_size=int(branch.get("render_size") or 224),
-                kind=kind,
-            )
-            technique_level = False
+            assert source_file is not None
+            items = _rebuilt_items(meta, kind, branch, source_file, registry, workdir, settings, log)
         evaluation = evaluate_items(items, settings, ev, technique_level=technique_level, log=log)
         recorded = branch.get("evaluation", {})
-        results[kind] = {"evaluation": evaluation, "recorded": recorded, "matches": _close(evaluation, recorded)}
+        results[kind] = {
+            "evaluation": evaluation,
+            "recorded": recorded,
+            "matches": _close(evaluation, recorded),
+            "largest_difference": _largest_difference(evaluation, recorded),
+            "items": "shipped" if shipped is not None else "rebuilt",
+        }
     return results
+
+
+def _shipped_items(ckpt: Any) -> dict[str, Items] | None:
+    """The checkpoint's shipped training items, checked against its metadata; None when it has none."""
+    recorded = ckpt.meta.get("items")
+    if not recorded or ckpt.path is None:
+        return None
+    path = items_path(ckpt.path)
+    if not path.is_file():
+        raise XaibenchError(f"{path}: the training items of checkpoint {ckpt.name} are missing")
+    if file_sha256(path) != recorded.get("sha256"):
+        raise XaibenchError(f"{path}: sha256 differs from what checkpoint {ckpt.name} records; the items were changed")
+    return load_items(path)
+
+
+def _rebuilt_items(
+    meta: dict[str, Any],
+    kind: str,
+    branch: dict[str, Any],
+    source_file: Path,
+    registry: Registry | None,
+    workdir: Path,
+    settings: TrainSettings,
+    log: Log,
+) -> Items:
+    """A branch's training items made anew from the table or release (explained and embedded here)."""
+    if meta.get("source", {}).get("kind") == "table":
+        if registry is None:
+            raise XaibenchError("rebuilding items from a table needs the plugin registry")
+        items, _ = build_table_items(
+            source_file,
+            BranchConfig.from_dict(branch["config"]),
+            registry=registry,
+            workdir=workdir,
+            seed=settings.seed,
+            render_size=int(meta.get("render_size", 224)),
+            top_k=int(meta.get("top_k", 20)),
+            log=log,
+        )
+        return items
+    from xaibench.pasta.encoders import EmbeddingCache, embed_images, embed_texts
+    from xaibench.pasta.scorer import make_encoder
+
+    cfg = branch["config"]
+    enc = make_encoder(cfg["encoder"], dict(cfg.get("encoder_params") or {}))
+    cache = EmbeddingCache(Path(workdir) / "cache" / "embeddings")
+    return release_items(
+        load_release(source_file),
+        image_embed=lambda x: embed_images(enc, x, cache),
+        text_embed=lambda t: embed_texts(enc, t, cache),
+        render_size=int(branch.get("render_size") or 224),
+        kind=kind,
+    )
+
+
+def _largest_difference(a: Any, b: Any) -> float:
+    """The largest absolute difference between matching numbers of two nested results (0 if none)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return max((_largest_difference(a[k], b[k]) for k in a.keys() & b.keys()), default=0.0)
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return abs(float(a) - float(b))
+    return 0.0
 
 
 def _close(a: Any, b: Any, tol: float = 1e-3) -> bool:

@@ -1,0 +1,103 @@
+"""Make the shipped reference weights: ``python -m xaibench.models.ship`` (a maintainer's command).
+
+Trains every model that ships as weights (``shapes-cnn`` on both variants, ``shapes-cbm``) on this
+machine with its default training configuration, measures its held-out accuracy
+(:func:`held_out_accuracy`) and rewrites ``xaibench/data/models/`` (:mod:`xaibench.models.shipped`).
+Shipping new weights changes the default suite's numbers: regenerate the golden file after it and
+say so in the commit. The tests use :func:`held_out_accuracy` to show that retraining reaches the
+shipped models' accuracy.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from xaibench.datasets.shapes import ShapesConfig, generate_arrays
+from xaibench.models.shapes_cbm import ShapesCBM, generate_concept_data
+from xaibench.models.shapes_cbm import normalise as cbm_normalise
+from xaibench.models.shapes_cnn import VARIANTS, ShapesCNN, normalise
+from xaibench.models.shipped import write_shipped
+
+__all__ = ["HELD_OUT_N", "HELD_OUT_SEED", "HELD_OUT_SPLIT", "held_out_accuracy", "ship_all"]
+
+HELD_OUT_SPLIT, HELD_OUT_N, HELD_OUT_SEED = "test", 400, 7
+"""The held-out images every accuracy is measured on (the test split, another seed than the suites')."""
+
+
+def _argmax_accuracy(logits: torch.Tensor, labels: np.ndarray) -> float:
+    return round(float((logits.argmax(1).numpy() == labels).mean()), 4)
+
+
+def held_out_accuracy(model: ShapesCNN | ShapesCBM) -> dict[str, float]:
+    """Top-1 accuracy on :data:`HELD_OUT_N` images of the test split (higher is better, a fraction in [0, 1]).
+
+    ``shapes-cnn``: ``accuracy`` on its own variant, and for ``shapes-shortcut`` also
+    ``accuracy_without_cue`` on clean ``shapes`` images (the shortcut's reliance on the cue).
+    ``shapes-cbm``: class ``accuracy`` and ``concept_accuracy`` (each of 15 concepts thresholded at
+    0.5, averaged).
+    """
+    with torch.no_grad():
+        if isinstance(model, ShapesCBM):
+            config = ShapesConfig(split=HELD_OUT_SPLIT, seed=HELD_OUT_SEED, size=model.input_size)
+            images, concepts, labels = generate_concept_data(config, HELD_OUT_N)
+            x = cbm_normalise(images)
+            probs = torch.sigmoid(model.module.concept_logits(x)).numpy()
+            concept_acc = round(float(((probs > 0.5) == (concepts > 0.5)).mean()), 4)
+            return {"accuracy": _argmax_accuracy(model.module(x), labels), "concept_accuracy": concept_acc}
+        out: dict[str, float] = {}
+        for variant, name in ((model.variant, "accuracy"), ("shapes", "accuracy_without_cue")):
+            if name == "accuracy_without_cue" and model.variant == "shapes":
+                continue
+            config = ShapesConfig(variant=variant, split=HELD_OUT_SPLIT, seed=HELD_OUT_SEED, size=model.input_size)
+            images, labels = generate_arrays(config, HELD_OUT_N)
+            out[name] = _argmax_accuracy(model.module(normalise(images)), labels)
+        return out
+
+
+def ship_all(
+    log: Callable[[str], None] = print, folder: Path | None = None, cache_dir: Path | None = None
+) -> dict[str, Any]:
+    """Train every shipped model here and rewrite the shipped files.
+
+    Trains in a temporary cache, or in ``cache_dir`` (weights already trained there with the
+    default configuration on this machine are reused).
+    """
+    command = "python -m xaibench.models.ship"
+    entries: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = str(cache_dir or tmp)
+        for variant in VARIANTS:
+            model = ShapesCNN(variant, cache_dir=cache, weights="train")
+            key = f"shapes-cnn/{variant}"
+            entries[key] = write_shipped(
+                key,
+                model.module.state_dict(),
+                train_key=model.cache_key,
+                accuracy=held_out_accuracy(model),
+                command=command,
+                folder=folder,
+            )
+            log(f"{key}: {entries[key]['weights_sha256'][:12]} {entries[key]['accuracy']}")
+        cbm = ShapesCBM(cache_dir=cache, weights="train")
+        entries["shapes-cbm"] = write_shipped(
+            "shapes-cbm",
+            cbm.module.state_dict(),
+            train_key=cbm.cache_key,
+            accuracy=held_out_accuracy(cbm),
+            command=command,
+            folder=folder,
+        )
+        log(f"shapes-cbm: {entries['shapes-cbm']['weights_sha256'][:12]} {entries['shapes-cbm']['accuracy']}")
+    return entries
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintainer's command
+    import sys
+
+    ship_all(cache_dir=Path(sys.argv[1]) if len(sys.argv) > 1 else None)
