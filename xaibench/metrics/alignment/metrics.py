@@ -1,22 +1,33 @@
-"""The alignment metrics (DESIGN 2 and 8): explanation vs human ground truth, one class per id.
+"""The alignment metrics (DESIGN 2 and 8): explanation vs human ground truth, one class per metric
+kind and a table of its variants.
 
-Each computation family has a base class (top-k matched binarisation, fixed threshold,
-threshold-averaged, human levels, error against M); a metric names the score it reads with
-``result``. Metrics whose :meth:`AlignmentMetric.computation` is equal share one result per batch
-through :class:`~xaibench.metrics.alignment.batch.AlignmentBatch` (so ``iou``, ``precision``,
-``recall`` and ``f1`` cost one top-k pass together). Per-sample n/a reasons are listed in
-:mod:`xaibench.metrics.alignment.batch`.
+The kinds: :class:`BinaryAlignment` (IoU, precision, recall and F1 of a binary map, one variant
+per score and binarisation: top-k matched, fixed threshold, threshold-averaged, human levels),
+:class:`PointingGameMetric`, :class:`MassAccuracyMetric` and :class:`ErrorAlignment` (errors
+against M, one variant per error). Each variant of the tables :data:`BINARISATIONS`,
+:data:`BINARY_SCORES` and :data:`ERRORS` is a subclass made by
+:func:`~xaibench.metrics.variants.variant` (ids, versions and parameters as class data);
+:data:`ALIGNMENT_METRICS` lists every metric in registration order. A metric names the score it
+reads with ``result``. Metrics whose :meth:`AlignmentMetric.computation` is equal share one result
+per batch through :class:`~xaibench.metrics.alignment.batch.AlignmentBatch` (so ``iou``,
+``precision``, ``recall`` and ``f1`` cost one top-k pass together). Per-sample n/a reasons are
+listed in :mod:`xaibench.metrics.alignment.batch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from xaibench.api import Metric, MetricInput, MetricOutput
 from xaibench.metrics.alignment import formulas as al
 from xaibench.metrics.alignment.batch import AlignmentBatch, Computation, Group
+from xaibench.metrics.variants import former_names, variant
 from xaibench.params import Param
+
+Method = Literal["topk", "threshold", "average", "human"]
+"""How the binary scores make B (and A): top-k matched, fixed threshold, threshold-averaged, human level."""
 
 
 class AlignmentMetric(Metric):
@@ -30,6 +41,11 @@ class AlignmentMetric(Metric):
     unit = "fraction in [0, 1]"
     result: ClassVar[str] = ""
     extra_fields: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def describe(cls, summary: str) -> str:
+        """A variant's description: ``summary`` followed by the kind's direction and unit."""
+        return f"{summary} ({cls.direction} is better; {cls.unit})."
 
     def computation(self) -> Computation:
         """Names the shared computation and its parameters: equal tuples share one result."""
@@ -48,355 +64,94 @@ class AlignmentMetric(Metric):
         return ctx.output(scores, needs_levels=needs_levels, extras=self.extra_fields)
 
 
-# ----------------------------------------------------------------------------- computation families
+# ----------------------------------------------------------------------------- binary scores
 
 
-class TopKAlignment(AlignmentMetric):
-    """Binary scores of B = the top-k pixels of E (k = |A|, ties by pixel index) vs the mask A."""
+class BinaryAlignment(AlignmentMetric):
+    """Binary scores (``result``: ``iou``, ``precision``, ``recall`` or ``f1``) of a binary map B
+    vs a binary ground truth A; ``method`` says how B and A are made:
 
-    def computation(self) -> Computation:
-        return ("topk",)
+    - ``topk``: B = the top-k pixels of E (k = |A|, ties by pixel index), A = the mask;
+    - ``threshold``: B = E >= ``theta`` (in [0, 1]), A = the mask;
+    - ``average``: B = E >= theta vs the mask, scores averaged over theta = 0.05, ..., 0.95;
+    - ``human``: the top-k pixels of E vs the human level A = M >= ``tau`` (in [0, 1]); needs
+      multi-level ground truth.
 
-    def compute(self, group: Group) -> dict[str, al.Scores]:
-        return al.topk_scores(group.E, group.A, group.sorted_desc)
+    Fraction in [0, 1], higher is better.
+    """
 
-
-class ThresholdAlignment(AlignmentMetric):
-    """Binary scores of B = E >= ``theta`` (in [0, 1], default 0.5) vs the mask A."""
-
-    default_params: ClassVar[Mapping[str, Any]] = {"theta": 0.5}
-    param_specs: ClassVar[Mapping[str, Param]] = {"theta": Param(float, low=0.0, high=1.0)}
-
-    def computation(self) -> Computation:
-        return ("threshold", float(self.params["theta"]))
-
-    def compute(self, group: Group) -> dict[str, al.Scores]:
-        return al.threshold_scores(group.E, group.A, float(self.params["theta"]))
-
-
-class AveragedAlignment(AlignmentMetric):
-    """Binary scores of B = E >= theta vs the mask A, averaged over theta = 0.05, ..., 0.95."""
+    method: ClassVar[Method] = "topk"
 
     def computation(self) -> Computation:
-        return ("average",)
+        match self.method:
+            case "threshold":
+                return ("threshold", float(self.params["theta"]))
+            case "human":
+                return ("human", float(self.params["tau"]))
+            case _:
+                return (self.method,)
 
     def compute(self, group: Group) -> dict[str, al.Scores]:
-        return al.threshold_averaged_scores(group.E, group.A)
-
-
-class HumanLevelAlignment(AlignmentMetric):
-    """Binary scores of the top-k pixels of E vs the human level A = M >= ``tau`` (in [0, 1]);
-    needs multi-level ground truth."""
-
-    needs = ("levels",)
-    param_specs: ClassVar[Mapping[str, Param]] = {"tau": Param(float, low=0.0, high=1.0)}
-
-    def computation(self) -> Computation:
-        return ("human", float(self.params["tau"]))
-
-    def compute(self, group: Group) -> dict[str, al.Scores]:
-        return al.human_level_scores(group.E, group.M, float(self.params["tau"]), group.sorted_desc)
-
-
-class ErrorAlignment(AlignmentMetric):
-    """Mean absolute errors between E and the multi-level map M. Lower is better."""
-
-    direction = "lower"
-    unit = "mean abs. difference in [0, 1]"
-
-    def computation(self) -> Computation:
-        return ("mae",)
-
-    def compute(self, group: Group) -> dict[str, al.Scores]:
-        return al.mae_scores(group.E, group.M)
-
-
-# ----------------------------------------------------------------------------- top-k matched
-
-
-class IouMetric(TopKAlignment):
-    """IoU |B & A| / |B | A|, top-k matched. Fraction in [0, 1], higher is better; ranked."""
-
-    name = "iou"
-    result = "iou"
-    ranking = True
-    description = (
-        "intersection over union |B & A| / |B | A| of the normalised saliency map vs the ground-truth mask, "
-        "top-k matched binarisation (k = |A|, ties by pixel index) (higher is better; fraction in [0, 1])."
-    )
-
-
-class PrecisionMetric(TopKAlignment):
-    """Precision |B & A| / |B|, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "precision"
-    result = "precision"
-    description = (
-        "precision |B & A| / |B| of the normalised saliency map vs the ground-truth mask, top-k matched "
-        "binarisation (k = |A|, ties by pixel index) (higher is better; fraction in [0, 1])."
-    )
-
-
-class RecallMetric(TopKAlignment):
-    """Recall |B & A| / |A|, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "recall"
-    result = "recall"
-    description = (
-        "recall |B & A| / |A| of the normalised saliency map vs the ground-truth mask, top-k matched "
-        "binarisation (k = |A|, ties by pixel index) (higher is better; fraction in [0, 1])."
-    )
-
-
-class F1Metric(TopKAlignment):
-    """F1 of precision and recall, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "f1"
-    result = "f1"
-    description = (
-        "F1, harmonic mean of precision and recall of the normalised saliency map vs the ground-truth mask, "
-        "top-k matched binarisation (k = |A|, ties by pixel index) (higher is better; fraction in [0, 1])."
-    )
-
-
-# ----------------------------------------------------------------------------- fixed threshold
-
-
-class IouT50Metric(ThresholdAlignment):
-    """IoU at B = E >= 0.5. Fraction in [0, 1], higher is better."""
-
-    name = "iou_t50"
-    result = "iou"
-    description = (
-        "intersection over union |B & A| / |B | A| of the normalised saliency map vs the ground-truth mask, "
-        "fixed threshold B = E >= 0.5 (higher is better; fraction in [0, 1])."
-    )
-
-
-class PrecisionT50Metric(ThresholdAlignment):
-    """Precision at B = E >= 0.5. Fraction in [0, 1], higher is better."""
-
-    name = "precision_t50"
-    result = "precision"
-    description = (
-        "precision |B & A| / |B| of the normalised saliency map vs the ground-truth mask, fixed threshold "
-        "B = E >= 0.5 (higher is better; fraction in [0, 1])."
-    )
-
-
-class RecallT50Metric(ThresholdAlignment):
-    """Recall at B = E >= 0.5. Fraction in [0, 1], higher is better."""
-
-    name = "recall_t50"
-    result = "recall"
-    description = (
-        "recall |B & A| / |A| of the normalised saliency map vs the ground-truth mask, fixed threshold "
-        "B = E >= 0.5 (higher is better; fraction in [0, 1])."
-    )
-
-
-class F1T50Metric(ThresholdAlignment):
-    """F1 at B = E >= 0.5. Fraction in [0, 1], higher is better."""
-
-    name = "f1_t50"
-    result = "f1"
-    description = (
-        "F1, harmonic mean of precision and recall of the normalised saliency map vs the ground-truth mask, "
-        "fixed threshold B = E >= 0.5 (higher is better; fraction in [0, 1])."
-    )
-
-
-# ----------------------------------------------------------------------------- threshold-averaged
-
-
-class IouAvgMetric(AveragedAlignment):
-    """IoU averaged over thresholds 0.05 .. 0.95. Fraction in [0, 1], higher is better."""
-
-    name = "iou_avg"
-    result = "iou"
-    description = (
-        "intersection over union |B & A| / |B | A| of the normalised saliency map vs the ground-truth mask, "
-        "mean over thresholds theta = 0.05, ..., 0.95 (B = E >= theta) (higher is better; fraction in [0, 1])."
-    )
-
-
-class PrecisionAvgMetric(AveragedAlignment):
-    """Precision averaged over thresholds 0.05 .. 0.95. Fraction in [0, 1], higher is better."""
-
-    name = "precision_avg"
-    result = "precision"
-    description = (
-        "precision |B & A| / |B| of the normalised saliency map vs the ground-truth mask, mean over thresholds "
-        "theta = 0.05, ..., 0.95 (B = E >= theta) (higher is better; fraction in [0, 1])."
-    )
-
-
-class RecallAvgMetric(AveragedAlignment):
-    """Recall averaged over thresholds 0.05 .. 0.95. Fraction in [0, 1], higher is better."""
-
-    name = "recall_avg"
-    result = "recall"
-    description = (
-        "recall |B & A| / |A| of the normalised saliency map vs the ground-truth mask, mean over thresholds "
-        "theta = 0.05, ..., 0.95 (B = E >= theta) (higher is better; fraction in [0, 1])."
-    )
-
-
-class F1AvgMetric(AveragedAlignment):
-    """F1 averaged over thresholds 0.05 .. 0.95. Fraction in [0, 1], higher is better."""
-
-    name = "f1_avg"
-    result = "f1"
-    description = (
-        "F1, harmonic mean of precision and recall of the normalised saliency map vs the ground-truth mask, "
-        "mean over thresholds theta = 0.05, ..., 0.95 (B = E >= theta) (higher is better; fraction in [0, 1])."
-    )
-
-
-# ----------------------------------------------------------------------------- human levels
-
-
-class IouH25Metric(HumanLevelAlignment):
-    """IoU vs the human level M >= 0.25, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "iou_h25"
-    result = "iou"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.25}
-    description = (
-        "intersection over union |B & A| / |B | A| of the normalised saliency map vs the ground-truth mask, "
-        "human level A = M >= 0.25, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class PrecisionH25Metric(HumanLevelAlignment):
-    """Precision vs the human level M >= 0.25, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "precision_h25"
-    result = "precision"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.25}
-    description = (
-        "precision |B & A| / |B| of the normalised saliency map vs the ground-truth mask, human level "
-        "A = M >= 0.25, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class RecallH25Metric(HumanLevelAlignment):
-    """Recall vs the human level M >= 0.25, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "recall_h25"
-    result = "recall"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.25}
-    description = (
-        "recall |B & A| / |A| of the normalised saliency map vs the ground-truth mask, human level "
-        "A = M >= 0.25, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class F1H25Metric(HumanLevelAlignment):
-    """F1 vs the human level M >= 0.25, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "f1_h25"
-    result = "f1"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.25}
-    description = (
-        "F1, harmonic mean of precision and recall of the normalised saliency map vs the ground-truth mask, "
-        "human level A = M >= 0.25, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class IouH50Metric(HumanLevelAlignment):
-    """IoU vs the human level M >= 0.5, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "iou_h50"
-    result = "iou"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.5}
-    description = (
-        "intersection over union |B & A| / |B | A| of the normalised saliency map vs the ground-truth mask, "
-        "human level A = M >= 0.5, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class PrecisionH50Metric(HumanLevelAlignment):
-    """Precision vs the human level M >= 0.5, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "precision_h50"
-    result = "precision"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.5}
-    description = (
-        "precision |B & A| / |B| of the normalised saliency map vs the ground-truth mask, human level "
-        "A = M >= 0.5, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class RecallH50Metric(HumanLevelAlignment):
-    """Recall vs the human level M >= 0.5, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "recall_h50"
-    result = "recall"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.5}
-    description = (
-        "recall |B & A| / |A| of the normalised saliency map vs the ground-truth mask, human level "
-        "A = M >= 0.5, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class F1H50Metric(HumanLevelAlignment):
-    """F1 vs the human level M >= 0.5, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "f1_h50"
-    result = "f1"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.5}
-    description = (
-        "F1, harmonic mean of precision and recall of the normalised saliency map vs the ground-truth mask, "
-        "human level A = M >= 0.5, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class IouH75Metric(HumanLevelAlignment):
-    """IoU vs the human level M >= 0.75, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "iou_h75"
-    result = "iou"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.75}
-    description = (
-        "intersection over union |B & A| / |B | A| of the normalised saliency map vs the ground-truth mask, "
-        "human level A = M >= 0.75, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class PrecisionH75Metric(HumanLevelAlignment):
-    """Precision vs the human level M >= 0.75, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "precision_h75"
-    result = "precision"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.75}
-    description = (
-        "precision |B & A| / |B| of the normalised saliency map vs the ground-truth mask, human level "
-        "A = M >= 0.75, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class RecallH75Metric(HumanLevelAlignment):
-    """Recall vs the human level M >= 0.75, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "recall_h75"
-    result = "recall"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.75}
-    description = (
-        "recall |B & A| / |A| of the normalised saliency map vs the ground-truth mask, human level "
-        "A = M >= 0.75, top-k matched (higher is better; fraction in [0, 1])."
-    )
-
-
-class F1H75Metric(HumanLevelAlignment):
-    """F1 vs the human level M >= 0.75, top-k matched. Fraction in [0, 1], higher is better."""
-
-    name = "f1_h75"
-    result = "f1"
-    default_params: ClassVar[Mapping[str, Any]] = {"tau": 0.75}
-    description = (
-        "F1, harmonic mean of precision and recall of the normalised saliency map vs the ground-truth mask, "
-        "human level A = M >= 0.75, top-k matched (higher is better; fraction in [0, 1])."
+        match self.computation():
+            case ("threshold", theta):
+                return al.threshold_scores(group.E, group.A, theta)
+            case ("human", tau):
+                return al.human_level_scores(group.E, group.M, tau, group.sorted_desc)
+            case ("average",):
+                return al.threshold_averaged_scores(group.E, group.A)
+            case _:
+                return al.topk_scores(group.E, group.A, group.sorted_desc)
+
+
+@dataclass(frozen=True)
+class Binarisation:
+    """One binarisation of the binary scores: the suffix of its ids, the ``method``, its
+    parameters (``theta`` or ``tau``, each in [0, 1]) with their defaults, and the phrase that
+    describes it."""
+
+    suffix: str
+    method: Method
+    phrase: str
+    params: Mapping[str, float] = field(default_factory=dict)
+
+
+BINARISATIONS: tuple[Binarisation, ...] = (
+    Binarisation("", "topk", "top-k matched binarisation (k = |A|, ties by pixel index)"),
+    Binarisation("_t50", "threshold", "fixed threshold B = E >= 0.5", {"theta": 0.5}),
+    Binarisation("_avg", "average", "mean over thresholds theta = 0.05, ..., 0.95 (B = E >= theta)"),
+    Binarisation("_h25", "human", "human level A = M >= 0.25, top-k matched", {"tau": 0.25}),
+    Binarisation("_h50", "human", "human level A = M >= 0.5, top-k matched", {"tau": 0.5}),
+    Binarisation("_h75", "human", "human level A = M >= 0.75, top-k matched", {"tau": 0.75}),
+)
+"""Every binarisation, in registration order; each gives one variant per score."""
+
+BINARY_SCORES: Mapping[str, str] = {
+    "iou": "intersection over union |B & A| / |B | A|",
+    "precision": "precision |B & A| / |B|",
+    "recall": "recall |B & A| / |A|",
+    "f1": "F1, harmonic mean of precision and recall",
+}
+"""Every binary score (the ``result``, also the id's stem) and the phrase that describes it."""
+
+RANKED_BINARY = "iou"
+"""The one ranked binary variant (DESIGN 8): IoU, top-k matched."""
+
+
+def binary_variant(score: str, binarisation: Binarisation) -> type[BinaryAlignment]:
+    """The metric ``<score><suffix>``: one score under one binarisation."""
+    metric_id = score + binarisation.suffix
+    summary = f"{BINARY_SCORES[score]} of the normalised saliency map vs the ground-truth mask, {binarisation.phrase}"
+    return variant(
+        BinaryAlignment,
+        metric_id,
+        suffix="Metric",
+        result=score,
+        method=binarisation.method,
+        ranking=metric_id == RANKED_BINARY,
+        needs=("levels",) if binarisation.method == "human" else ("mask",),
+        default_params=dict(binarisation.params),
+        param_specs={name: Param(float, low=0.0, high=1.0) for name in binarisation.params},
+        description=BinaryAlignment.describe(summary),
     )
 
 
@@ -453,37 +208,50 @@ class MassAccuracyMetric(AlignmentMetric):
 # ----------------------------------------------------------------------------- errors against M
 
 
-class MaeMetric(ErrorAlignment):
-    """MAE |E - M| over all pixels. Mean abs. difference in [0, 1], lower is better; ranked."""
+class ErrorAlignment(AlignmentMetric):
+    """Mean absolute errors between E and the multi-level map M (``result``: ``mae`` over all
+    pixels, ``fp_mae`` where M = 0, ``fn_mae`` where M > 0). Mean abs. difference in [0, 1],
+    lower is better."""
 
-    name = "mae"
-    result = "mae"
-    ranking = True
-    description = (
-        "mean absolute error |E - M| over all pixels against the multi-level human map "
-        "(lower is better; mean abs. difference in [0, 1])."
+    direction = "lower"
+    unit = "mean abs. difference in [0, 1]"
+
+    def computation(self) -> Computation:
+        return ("mae",)
+
+    def compute(self, group: Group) -> dict[str, al.Scores]:
+        return al.mae_scores(group.E, group.M)
+
+
+ERRORS: Mapping[str, tuple[str, bool]] = {
+    "mae": ("mean absolute error |E - M| over all pixels against the multi-level human map", True),
+    "fp_mae": ("MAE over pixels where M = 0 (correctness; Mohseni et al. 2021)", False),
+    "fn_mae": ("MAE over pixels where M > 0 (completeness; Mohseni et al. 2021)", False),
+}
+"""Every error variant: id (also the ``result``) -> (the phrase that describes it, ranked)."""
+
+
+def error_variant(metric_id: str) -> type[ErrorAlignment]:
+    """The error metric ``metric_id`` of :data:`ERRORS`."""
+    summary, ranked = ERRORS[metric_id]
+    return variant(
+        ErrorAlignment,
+        metric_id,
+        suffix="Metric",
+        result=metric_id,
+        ranking=ranked,
+        description=ErrorAlignment.describe(summary),
     )
 
 
-class FpMaeMetric(ErrorAlignment):
-    """MAE over pixels where M = 0 (correctness; Mohseni et al. 2021). Mean abs. difference in
-    [0, 1], lower is better."""
+# ----------------------------------------------------------------------------- every metric
 
-    name = "fp_mae"
-    result = "fp_mae"
-    description = (
-        "MAE over pixels where M = 0 (correctness; Mohseni et al. 2021) (lower is better; mean abs. difference "
-        "in [0, 1])."
-    )
+ALIGNMENT_METRICS: tuple[type[AlignmentMetric], ...] = (
+    *(binary_variant(score, b) for b in BINARISATIONS for score in BINARY_SCORES),
+    PointingGameMetric,
+    MassAccuracyMetric,
+    *(error_variant(metric_id) for metric_id in ERRORS),
+)
+"""Every alignment metric, one class per id, in registration order."""
 
-
-class FnMaeMetric(ErrorAlignment):
-    """MAE over pixels where M > 0 (completeness; Mohseni et al. 2021). Mean abs. difference in
-    [0, 1], lower is better."""
-
-    name = "fn_mae"
-    result = "fn_mae"
-    description = (
-        "MAE over pixels where M > 0 (completeness; Mohseni et al. 2021) (lower is better; mean abs. difference "
-        "in [0, 1])."
-    )
+__getattr__ = former_names(__name__, ALIGNMENT_METRICS)

@@ -1,18 +1,21 @@
 """ROAD (Rong et al. 2022), DESIGN 3: remove-and-debias scores from one probability curve per
 (sample, pixel order, perturbation).
 
-:class:`RoadSufficiency` perturbs the least salient pixels first, :class:`RoadNecessity` the most
-salient first and :class:`RoadFaithfulness` is their harmonic mean. Each exists once per
-perturbation: noisy linear imputation (the default, ``road``), ``black``, ``uniform`` and
-``gaussian`` (see :mod:`~xaibench.metrics.faithfulness.perturbation`). Every curve is memoised in
-the batch's memo, so ``road_faithfulness`` reuses the curves of ``road_sufficiency`` and
+One metric kind, :class:`RoadMetric`, and a table of its variants: each measure of
+:data:`MEASURES` (sufficiency perturbs the least salient pixels first, necessity the most salient
+first, faithfulness is their harmonic mean) under each perturbation of :data:`PERTURBATION_PHRASES`
+(noisy linear imputation, the default ``road``; ``black``, ``uniform`` and ``gaussian``; see
+:mod:`~xaibench.metrics.faithfulness.perturbation`). :data:`ROAD_METRICS` lists the 12 variants,
+each a subclass made by :func:`~xaibench.metrics.variants.variant`. Every curve is memoised in the
+batch's memo, so ``road_faithfulness`` reuses the curves of ``road_sufficiency`` and
 ``road_necessity`` computed on the same batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -23,6 +26,7 @@ from xaibench.metrics.faithfulness.base import FaithfulnessMetric, unscored
 from xaibench.metrics.faithfulness.context import OWNER, BatchedScorer, FaithfulnessBatch
 from xaibench.metrics.faithfulness.perturbation import (
     CPU_IMPUTATION_THREADS,
+    PERTURBATIONS,
     Imputation,
     Order,
     Perturbation,
@@ -33,8 +37,12 @@ from xaibench.metrics.faithfulness.perturbation import (
     pixel_count,
     saliency_order,
 )
+from xaibench.metrics.variants import former_names, variant
 from xaibench.params import Param
 from xaibench.seeds import sample_rng
+
+Measure = Literal["sufficiency", "necessity", "faithfulness"]
+"""What a ROAD metric reports: sufficiency, necessity, or their harmonic mean (faithfulness)."""
 
 
 def _curve_key(
@@ -119,10 +127,16 @@ def road_curves(
 
 
 class RoadMetric(FaithfulnessMetric):
-    """Base of the ROAD metrics: ``orders`` are the pixel orders whose curves a metric reads
-    (``ascending``: least salient first, for sufficiency; ``descending``: most salient first,
-    for necessity), ``perturbation`` what replaces the removed pixels, and :meth:`combine`
-    turns the per-order scores into the metric's value. Score in [0, 1], higher is better.
+    """The ROAD metric kind. ``measure`` is what it reports:
+
+    - ``sufficiency``: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the
+      i % least salient pixels (order ``ascending``);
+    - ``necessity``: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing
+      the i % most salient pixels (order ``descending``);
+    - ``faithfulness``: the harmonic mean of the two.
+
+    ``orders`` are the pixel orders whose curves the measure reads and ``perturbation`` what
+    replaces the removed pixels. Score in [0, 1], higher is better.
 
     Parameters: ``thresholds``, integer percents t in (1, 100] (stored sorted and unique), and
     ``road_noise``, the noise sigma (>= 0) of the ``road`` imputation.
@@ -130,8 +144,9 @@ class RoadMetric(FaithfulnessMetric):
 
     direction = "higher"
     unit = "score in [0, 1]"
+    measure: ClassVar[Measure] = "faithfulness"
     perturbation: ClassVar[Perturbation] = "road"
-    orders: ClassVar[tuple[Order, ...]] = ()
+    orders: ClassVar[tuple[Order, ...]] = ("ascending", "descending")
     default_params: ClassVar[Mapping[str, Any]] = {"thresholds": fm.DEFAULT_THRESHOLDS, "road_noise": 0.01}
     param_specs: ClassVar[Mapping[str, Param]] = {"road_noise": Param(float, low=0.0)}
     imputation: Imputation = "auto"
@@ -154,7 +169,9 @@ class RoadMetric(FaithfulnessMetric):
 
     def combine(self, scores: dict[str, float]) -> float:
         """The metric's value from the per-order scores (keys ``sufficiency``, ``necessity``)."""
-        raise NotImplementedError
+        if self.measure == "faithfulness":
+            return float(fm.harmonic_mean(scores["sufficiency"], scores["necessity"]))
+        return scores[self.measure]
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         curves_by = road_curves(ctx, self.perturbation, self.orders, self.params, imputation=self.imputation)
@@ -187,165 +204,67 @@ class RoadMetric(FaithfulnessMetric):
         return MetricOutput(values=values, reasons=reasons, curves=curves)
 
 
-# ----------------------------------------------------------------------------- noisy linear imputation
+# ----------------------------------------------------------------------------- the variants
 
 
-class RoadSufficiency(RoadMetric):
-    """ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing
-    the i % least salient pixels by noisy linear imputation (sigma ``road_noise``, default 0.01)
-    in normalised space. Score in [0, 1], higher is better."""
+@dataclass(frozen=True)
+class RoadMeasure:
+    """One ROAD measure: the pixel orders whose curves it reads and the phrase that describes it."""
 
-    name = "road_sufficiency"
-    orders = ("ascending",)
-    description = (
+    orders: tuple[Order, ...]
+    phrase: str
+
+
+MEASURES: Mapping[Measure, RoadMeasure] = {
+    "sufficiency": RoadMeasure(
+        ("ascending",),
         "ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % least "
-        "salient pixels; perturbation: noisy linear imputation (sigma 0.01) in normalised space. Score in [0, 1], "
-        "higher is better."
-    )
-
-    def combine(self, scores: dict[str, float]) -> float:
-        return scores["sufficiency"]
-
-
-class RoadNecessity(RoadMetric):
-    """ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t,
-    perturbing the i % most salient pixels by noisy linear imputation (sigma ``road_noise``,
-    default 0.01) in normalised space. Score in [0, 1], higher is better."""
-
-    name = "road_necessity"
-    orders = ("descending",)
-    description = (
+        "salient pixels",
+    ),
+    "necessity": RoadMeasure(
+        ("descending",),
         "ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % most "
-        "salient pixels; perturbation: noisy linear imputation (sigma 0.01) in normalised space. Score in [0, 1], "
-        "higher is better."
-    )
+        "salient pixels",
+    ),
+    "faithfulness": RoadMeasure(
+        ("ascending", "descending"), "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity"
+    ),
+}
+"""Every ROAD measure, in registration order within a perturbation."""
 
-    def combine(self, scores: dict[str, float]) -> float:
-        return scores["necessity"]
+PERTURBATION_PHRASES: Mapping[Perturbation, str] = {
+    "road": "noisy linear imputation (sigma 0.01) in normalised space",
+    "black": "black pixels (0 in pixel space)",
+    "uniform": "U(0, 1) noise in pixel space",
+    "gaussian": "N(0, 1) noise in normalised space",
+}
+"""The phrase that describes each perturbation (every one of
+:data:`~xaibench.metrics.faithfulness.perturbation.PERTURBATIONS`)."""
 
-
-class RoadFaithfulness(RoadMetric):
-    """ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity, both with noisy linear
-    imputation. The one ROAD metric in the faithfulness rank. Score in [0, 1], higher is better."""
-
-    name = "road_faithfulness"
-    orders = ("ascending", "descending")
-    ranking = True
-    description = (
-        "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity; perturbation: noisy linear imputation "
-        "(sigma 0.01) in normalised space. Score in [0, 1], higher is better."
-    )
-
-    def combine(self, scores: dict[str, float]) -> float:
-        return float(fm.harmonic_mean(scores["sufficiency"], scores["necessity"]))
+RANKED_ROAD = "road_faithfulness"
+"""The one ROAD metric in the faithfulness rank: faithfulness with noisy linear imputation."""
 
 
-# ----------------------------------------------------------------------------- black pixels
-
-
-class RoadSufficiencyBlack(RoadSufficiency):
-    """ROAD sufficiency with black pixels (0 in pixel space). Score in [0, 1], higher is better."""
-
-    name = "road_sufficiency_black"
-    perturbation = "black"
-    description = (
-        "ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % least "
-        "salient pixels; perturbation: black pixels (0 in pixel space). Score in [0, 1], higher is better."
-    )
-
-
-class RoadNecessityBlack(RoadNecessity):
-    """ROAD necessity with black pixels (0 in pixel space). Score in [0, 1], higher is better."""
-
-    name = "road_necessity_black"
-    perturbation = "black"
-    description = (
-        "ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % most "
-        "salient pixels; perturbation: black pixels (0 in pixel space). Score in [0, 1], higher is better."
+def road_variant(measure: Measure, perturbation: Perturbation) -> type[RoadMetric]:
+    """The metric ``road_<measure>`` (noisy linear imputation) or ``road_<measure>_<perturbation>``."""
+    metric_id = f"road_{measure}" if perturbation == "road" else f"road_{measure}_{perturbation}"
+    return variant(
+        RoadMetric,
+        metric_id,
+        measure=measure,
+        perturbation=perturbation,
+        orders=MEASURES[measure].orders,
+        ranking=metric_id == RANKED_ROAD,
+        description=(
+            f"{MEASURES[measure].phrase}; perturbation: {PERTURBATION_PHRASES[perturbation]}. "
+            "Score in [0, 1], higher is better."
+        ),
     )
 
 
-class RoadFaithfulnessBlack(RoadFaithfulness):
-    """ROAD faithfulness with black pixels (0 in pixel space); not ranked. Score in [0, 1], higher is better."""
+ROAD_METRICS: tuple[type[RoadMetric], ...] = tuple(
+    road_variant(measure, perturbation) for perturbation in PERTURBATIONS for measure in MEASURES
+)
+"""Every ROAD metric, one class per id, in registration order (by perturbation, then measure)."""
 
-    name = "road_faithfulness_black"
-    perturbation = "black"
-    ranking = False
-    description = (
-        "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity; perturbation: black pixels (0 in "
-        "pixel space). Score in [0, 1], higher is better."
-    )
-
-
-# ----------------------------------------------------------------------------- uniform noise
-
-
-class RoadSufficiencyUniform(RoadSufficiency):
-    """ROAD sufficiency with U(0, 1) noise in pixel space. Score in [0, 1], higher is better."""
-
-    name = "road_sufficiency_uniform"
-    perturbation = "uniform"
-    description = (
-        "ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % least "
-        "salient pixels; perturbation: U(0, 1) noise in pixel space. Score in [0, 1], higher is better."
-    )
-
-
-class RoadNecessityUniform(RoadNecessity):
-    """ROAD necessity with U(0, 1) noise in pixel space. Score in [0, 1], higher is better."""
-
-    name = "road_necessity_uniform"
-    perturbation = "uniform"
-    description = (
-        "ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % most "
-        "salient pixels; perturbation: U(0, 1) noise in pixel space. Score in [0, 1], higher is better."
-    )
-
-
-class RoadFaithfulnessUniform(RoadFaithfulness):
-    """ROAD faithfulness with U(0, 1) noise in pixel space; not ranked. Score in [0, 1], higher is better."""
-
-    name = "road_faithfulness_uniform"
-    perturbation = "uniform"
-    ranking = False
-    description = (
-        "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity; perturbation: U(0, 1) noise in "
-        "pixel space. Score in [0, 1], higher is better."
-    )
-
-
-# ----------------------------------------------------------------------------- gaussian noise
-
-
-class RoadSufficiencyGaussian(RoadSufficiency):
-    """ROAD sufficiency with N(0, 1) noise in normalised space. Score in [0, 1], higher is better."""
-
-    name = "road_sufficiency_gaussian"
-    perturbation = "gaussian"
-    description = (
-        "ROAD sufficiency: max over thresholds t of exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % least "
-        "salient pixels; perturbation: N(0, 1) noise in normalised space. Score in [0, 1], higher is better."
-    )
-
-
-class RoadNecessityGaussian(RoadNecessity):
-    """ROAD necessity with N(0, 1) noise in normalised space. Score in [0, 1], higher is better."""
-
-    name = "road_necessity_gaussian"
-    perturbation = "gaussian"
-    description = (
-        "ROAD necessity: max over thresholds t of 1 - exp(-mean |p(x) - p(x'_i)|), i < t, perturbing the i % most "
-        "salient pixels; perturbation: N(0, 1) noise in normalised space. Score in [0, 1], higher is better."
-    )
-
-
-class RoadFaithfulnessGaussian(RoadFaithfulness):
-    """ROAD faithfulness with N(0, 1) noise in normalised space; not ranked. Score in [0, 1], higher is better."""
-
-    name = "road_faithfulness_gaussian"
-    perturbation = "gaussian"
-    ranking = False
-    description = (
-        "ROAD faithfulness: harmonic mean of ROAD sufficiency and necessity; perturbation: N(0, 1) noise in "
-        "normalised space. Score in [0, 1], higher is better."
-    )
+__getattr__ = former_names(__name__, ROAD_METRICS)
