@@ -19,6 +19,8 @@ from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
 from xaibench.params import parse_value
 from xaibench.plugins.manager import KIND_BASES, get_registry
+from xaibench.runner.config import CLI, CLI_EXECUTORS, DEVICE_CHOICES, DEVICE_PATTERN, make_run_config, suite_tracks
+from xaibench.runner.config import data_dir as with_data_dir
 
 console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "160")))
 LIST_KINDS = ("explainers", "datasets", "models", "metrics", "suites", "encoders", "plugins")
@@ -81,58 +83,9 @@ def _parse_kv(items: Sequence[str], option: str) -> dict[str, Any]:
 WIDE_HELP = "Show every metric column in the terminal leaderboard."
 
 
-def _suite_tracks(
-    ctx: click.Context,
-    suite: str,
-    model: str | None,
-    dataset: str | None,
-    model_params: Sequence[str],
-    dataset_params: Sequence[str],
-    track_name: str | None,
-    target: str | None,
-) -> tuple[str, list[Any] | None]:
-    """The suite name to record and the tracks to run instead of the suite plugin's (``None``:
-    the plugin's): one ad-hoc track from ``--model``/``--dataset``, or a suite file's tracks."""
-    from xaibench.suites.adhoc import adhoc_track
-    from xaibench.suites.suite_file import is_suite_file, load_suite_file
-
-    adhoc_given = [option for option, v in (("--model", model), ("--dataset", dataset)) if v]
-    if adhoc_given:
-        if len(adhoc_given) == 1:
-            missing = "--dataset" if model else "--model"
-            raise click.UsageError(f"{adhoc_given[0]} needs {missing} too: an ad-hoc track is one model on one dataset")
-        if ctx.get_parameter_source("suite") is not click.core.ParameterSource.DEFAULT:
-            raise click.UsageError("give either --suite or --model with --dataset, not both")
-        track = adhoc_track(
-            model or "",
-            dataset or "",
-            model_params=_parse_kv(model_params, "'--model-param'"),
-            dataset_params=_parse_kv(dataset_params, "'--dataset-param'"),
-            target=target or "predicted",
-            name=track_name,
-        )
-        return "adhoc", [track]
-    ad_hoc_only = (
-        ("--model-param", model_params),
-        ("--dataset-param", dataset_params),
-        ("--track-name", track_name),
-        ("--target", target),
-    )
-    for option, given in ad_hoc_only:
-        if given:
-            raise click.UsageError(f"{option} needs --model and --dataset (it sets the ad-hoc track's parameters)")
-    if is_suite_file(suite):
-        loaded = load_suite_file(suite)
-        return loaded.name, list(loaded.tracks)
-    return suite, None
-
-
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-
-
 def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    if not _DEVICE.fullmatch(value):
-        raise click.BadParameter(f"{value!r}: expected auto, cpu, cuda, cuda:N or mps", ctx, param)
+    if not DEVICE_PATTERN.fullmatch(value):
+        raise click.BadParameter(f"{value!r}: expected {DEVICE_CHOICES}", ctx, param)
     return value
 
 
@@ -203,12 +156,6 @@ def _check_publish_targets(submissions_dir: Path, leaderboard_dir: Path) -> None
     _writable_folder(submissions_dir, "--submissions")
     _writable_folder(leaderboard_dir, "--leaderboard-dir")
     require_valid(submission_files([submissions_dir]))
-
-
-def _use_data_dir(data_dir: Path | None) -> None:
-    """``--data-dir``: the root of the real datasets, as ``XAIBENCH_DATA_DIR`` for this process."""
-    if data_dir is not None:
-        os.environ["XAIBENCH_DATA_DIR"] = str(data_dir.resolve())
 
 
 def _check_params(params: dict[str, dict[str, Any]], running: Sequence[str]) -> None:
@@ -318,7 +265,7 @@ def cli() -> None:
 @click.option("--no-cache", is_flag=True, help="Do not read or write the explanation cache.")
 @click.option(
     "--executor",
-    type=click.Choice(["local", "ray"]),
+    type=click.Choice(CLI_EXECUTORS),
     default="local",
     show_default=True,
     help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
@@ -365,50 +312,49 @@ def run(
     The tracks are a suite's (--suite NAME or --suite FILE.toml), or one ad-hoc track:
       xaibench run -e gradient --model timm:resnet18 --model-param checkpoint=PATH --dataset folder:PATH
     """
-    from xaibench.publish.submission import write_run
-    from xaibench.runner.run import RunConfig, Runner, resolve_explainers
+    from xaibench.publish.writers import print_leaderboard
+    from xaibench.python_api import run_with
+    from xaibench.runner.run import resolve_explainers
 
-    _use_data_dir(data_dir)
-    registry = get_registry()
-    suite, suite_tracks = _suite_tracks(ctx, suite, model, dataset, model_params, dataset_params, track_name, target)
     explainer_params = _parse_params(params)
-    _check_params(explainer_params, resolve_explainers(registry, _split(explainers)))
-    _check_publish_targets(submissions_dir, leaderboard_dir)
-    config = RunConfig(
+    _check_params(explainer_params, resolve_explainers(get_registry(), _split(explainers)))
+    given = ctx.get_parameter_source("suite") is not click.core.ParameterSource.DEFAULT
+    results = run_with(
+        CLI,
         explainers=_split(explainers),
-        suite=suite,
-        tracks=_split(tracks) or None,
-        metrics=_split(metrics) or None,
-        explainer_params=explainer_params,
-        seed=seed,
+        suite=suite if given or not (model or dataset) else None,
+        tracks=_split(tracks),
+        metrics=_split(metrics),
+        model=model,
+        dataset=dataset,
+        model_params=_parse_kv(model_params, "'--model-param'") or None,
+        dataset_params=_parse_kv(dataset_params, "'--dataset-param'") or None,
+        target=target or "predicted",
+        track_name=track_name,
+        params=explainer_params,
         limit=limit,
+        seed=seed,
         workdir=workdir,
-        forward_batch=batch_size,
-        timeout=timeout or None,
-        progress=not quiet,
-        use_cache=not no_cache,
+        submissions=submissions_dir,
+        leaderboard_dir=leaderboard_dir,
+        site=True,
+        data_dir=data_dir,
+        timeout=timeout,
+        batch_size=batch_size,
         threads=threads,
+        cache=not no_cache,
         executor=executor,
         workers=workers,
         ray_address=ray_address,
         device=device,
-        suite_tracks=suite_tracks,
+        progress=not quiet,
     )
-    runner = Runner(config, registry)
-    if model and suite_tracks:  # the one ad-hoc track: a dataset or model that cannot load fails before any work
-        try:
-            runner.load(suite_tracks[0])
-        except BaseException:
-            runner.executor.close()
-            raise
-    result = runner.run()
-    summary = result.summary
-    failed = {t: s["error"] for t, s in summary["tracks"].items() if "error" in s}
-    write_run(result, registry, submissions_dir)  # publishing sits above the runner: the CLI calls it
-    publish(submissions_dir, leaderboard_dir, None, with_site=True, wide=wide)
-    console.print(f"wall time {summary['run']['wall_time_s']:.1f} s; records in {workdir}/results")
-    if failed:
-        for track, error in failed.items():
+    published = results.published
+    assert published is not None
+    _print_published(published, print_leaderboard, wide)
+    console.print(f"wall time {results.wall_time_s:.1f} s; records in {workdir}/results")
+    if results.failed:
+        for track, error in results.failed.items():
             console.print(f"[red]track {track} failed: {error}")
         sys.exit(1)
 
@@ -560,8 +506,8 @@ def leaderboard_build(
     submissions_dir: Path, out_dir: Path, site_dir: Path | None, no_site: bool, wide: bool, data_dir: Path | None
 ) -> None:
     """Validate every submission, rank them per track, write the leaderboard files and the static site."""
-    _use_data_dir(data_dir)
-    publish(submissions_dir, out_dir, site_dir, with_site=not no_site, wide=wide)
+    with with_data_dir(data_dir, CLI):
+        publish(submissions_dir, out_dir, site_dir, with_site=not no_site, wide=wide)
 
 
 def publish(
@@ -573,6 +519,11 @@ def publish(
     from xaibench.python_api import publish_leaderboard
 
     published = publish_leaderboard(submissions_dir, out_dir, site_dir, with_site=with_site)
+    _print_published(published, print_leaderboard, wide)
+
+
+def _print_published(published: Any, print_leaderboard: Any, wide: bool) -> None:
+    """The ranked tables (``wide``: every metric column) and what publishing wrote."""
     print_leaderboard(published.board, console, wide=wide)
     console.print("wrote " + ", ".join(str(p) for p in published.files))
     if published.site_dir is not None:
@@ -633,7 +584,7 @@ def submission_verify(path: Path, k: int, seed: int, data_dir: Path | None) -> N
     """
     from xaibench.publish.verify import record_verification, verify_submission
 
-    _use_data_dir(data_dir)
+    click.get_current_context().with_resource(with_data_dir(data_dir, CLI))
     try:
         result = verify_submission(path, get_registry(), samples=k, seed=seed, log=click.echo)
         *lines, verdict = result.lines()
@@ -683,23 +634,23 @@ def _application_options(func: Any) -> Any:
 
 
 def _application_config(ctx: click.Context, options: dict[str, Any]) -> Any:
-    """The :class:`RunConfig` of a tune/select search from the shared options."""
-    from xaibench.runner.run import RunConfig
-
-    _use_data_dir(options["data_dir"])
-    suite, suite_tracks = _suite_tracks(ctx, options["suite"], None, None, (), (), None, None)
-    return RunConfig(
-        explainers=[],
+    """The :class:`RunConfig` of a tune/select search from the shared options (``--data-dir`` set
+    for the command and restored when it ends)."""
+    ctx.with_resource(with_data_dir(options["data_dir"], CLI))
+    suite, tracks = suite_tracks(options["suite"], None, None, spelling=CLI)
+    return make_run_config(
+        [],
         suite=suite,
-        suite_tracks=suite_tracks,
+        suite_tracks=tracks,
         seed=options["seed"],
         limit=options["limit"],
         workdir=options["workdir"],
-        timeout=options["timeout"] or None,
+        timeout=options["timeout"],
         threads=options["threads"],
         workers=options["workers"],
         device=options["device"],
         progress=not options["quiet"],
+        spelling=CLI,
     )
 
 

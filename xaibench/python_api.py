@@ -1,7 +1,8 @@
 """``xaibench.run(...)``: the command ``xaibench run`` as a Python function, for notebooks.
 
-It builds the same :class:`~xaibench.runner.run.RunConfig` the command line builds, runs it with
-:func:`xaibench.runner.run.run`, then publishes as the command does (submission files, the
+The command line's ``run`` calls it (:func:`run_with`), so both are one operation: the
+:class:`~xaibench.runner.config.RunConfig` is made by :func:`xaibench.runner.config.make_run_config`,
+run by a :class:`~xaibench.runner.run.Runner`, then published (submission files, the
 leaderboard files and the site), and returns a :class:`RunResults`: the run summary, the paths
 written, and the records and the leaderboard as pandas DataFrames (:mod:`xaibench.results`).
 Nothing is printed but the progress bars (``progress=False`` hides them). Every bad argument
@@ -12,10 +13,7 @@ See docs/python-api.md.
 from __future__ import annotations
 
 import json
-import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -23,19 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
+from xaibench.runner.config import ADHOC_SUITE, API, EXECUTORS, Spelling, data_dir, make_run_config, suite_tracks
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from xaibench.api import TrackSpec
     from xaibench.plugins.manager import Registry
 
-__all__ = ["RunResults", "run"]
-
-EXECUTORS = ("local", "ray", "inprocess")
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-ADHOC_SUITE = "adhoc"
-"""The suite name recorded for a run of one ad-hoc track (``model=`` and ``dataset=``)."""
+__all__ = ["ADHOC_SUITE", "EXECUTORS", "RunResults", "run"]
 
 
 @dataclass
@@ -57,6 +50,8 @@ class RunResults:
     leaderboard_files: list[Path] = field(default_factory=list)
     site_dir: Path | None = None
     failed: dict[str, str] = field(default_factory=dict)
+    published: Published | None = None
+    """What publishing wrote (the board, its files, the site), ``None`` without a leaderboard."""
 
     @property
     def tracks(self) -> list[str]:
@@ -180,13 +175,6 @@ def _names(value: str | Sequence[str] | None, argument: str) -> list[str]:
     return [v.strip() for item in items for v in item.split(",") if v.strip()]
 
 
-def _positive(value: Any, argument: str, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise XaibenchError(f"{argument}={value!r}: expected a positive integer")
-
-
 def _mapping(value: Any, argument: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -205,70 +193,10 @@ def _explainer_params(value: Any, running: Sequence[str]) -> dict[str, dict[str,
     return out
 
 
-def _writable_folder(path: Path, argument: str) -> None:
-    """Fail at once, naming the argument, when ``path`` cannot be a folder we write in (as the CLI
-    checks its output options)."""
-    check_writable_folder(path, f"{argument}={str(path)!r}")
-
-
-@contextmanager
-def _data_dir(path: Path | None) -> Iterator[None]:
-    """``XAIBENCH_DATA_DIR`` set to ``path`` for the run (as ``--data-dir``), restored afterwards."""
-    if path is None:
-        yield
-        return
-    if not path.is_dir():
-        raise XaibenchError(f"data_dir={str(path)!r}: no such folder")
-    before = os.environ.get("XAIBENCH_DATA_DIR")
-    os.environ["XAIBENCH_DATA_DIR"] = str(path.resolve())
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("XAIBENCH_DATA_DIR", None)
-        else:
-            os.environ["XAIBENCH_DATA_DIR"] = before
-
-
-def _suite_tracks(
-    suite: str | Path | None,
-    model: str | None,
-    dataset: str | None,
-    *,
-    model_params: Any,
-    dataset_params: Any,
-    target: str,
-    track_name: str | None,
-) -> tuple[str, list[TrackSpec] | None]:
-    """The suite name recorded for the run, and the tracks to run instead of a suite plugin's
-    (one ad-hoc track, or a suite file's), ``None`` for a suite plugin."""
-    adhoc = model is not None or dataset is not None
-    if not adhoc:
-        if model_params is not None or dataset_params is not None or track_name is not None or target != "predicted":
-            raise XaibenchError("model_params, dataset_params, target and track_name need model= and dataset=")
-        name = "default" if suite is None else str(suite)
-        from xaibench.suites.suite_file import is_suite_file, load_suite_file
-
-        if isinstance(suite, Path) or is_suite_file(name):
-            loaded = load_suite_file(name)
-            return loaded.name, list(loaded.tracks)
-        return name, None
-    if suite is not None:
-        raise XaibenchError(f"suite={str(suite)!r} and model=/dataset=: give one or the other")
-    if model is None or dataset is None:
-        missing = "dataset" if dataset is None else "model"
-        raise XaibenchError(f"{missing}= is missing: an ad-hoc track needs model= and dataset= (e.g. 'folder:PATH')")
-    from xaibench.suites.adhoc import adhoc_track
-
-    spec = adhoc_track(
-        model,
-        dataset,
-        model_params=_mapping(model_params, "model_params"),
-        dataset_params=_mapping(dataset_params, "dataset_params"),
-        target=target,
-        name=track_name,
-    )
-    return ADHOC_SUITE, [spec]
+def _writable_folder(path: Path, argument: str, spelling: Spelling) -> None:
+    """Fail at once, naming the argument as ``spelling`` spells it, when ``path`` cannot be a
+    folder we write in."""
+    check_writable_folder(path, spelling.value(argument, str(path)))
 
 
 # ----------------------------------------------------------------------------- run
@@ -330,72 +258,71 @@ def run(
     Returns a :class:`RunResults`. A track that cannot be loaded is reported in
     ``RunResults.failed`` (the command line exits 1 for it); the other tracks still run.
     """
-    from xaibench.plugins.manager import get_registry
-    from xaibench.runner.run import RunConfig, resolve_explainers
+    return run_with(API, **locals())
 
+
+def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
+    """:func:`run` with messages that name each argument as ``spelling`` spells it: the command
+    line calls this with ``--option`` spellings (:data:`xaibench.runner.config.CLI`), so both
+    front doors are one operation."""
+    from xaibench.plugins.manager import get_registry
+    from xaibench.runner.run import Runner, resolve_explainers
+
+    a = arguments
     registry = get_registry()
-    names = _names(explainers, "explainers")
-    running = resolve_explainers(registry, names)
-    explainer_params = _explainer_params(params, running)
-    _positive(limit, "limit", allow_none=True)
-    for value, argument in ((batch_size, "batch_size"), (threads, "threads"), (workers, "workers")):
-        _positive(value, argument)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise XaibenchError(f"seed={seed!r}: expected an integer")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
-        raise XaibenchError(f"timeout={timeout!r}: expected seconds >= 0, or None for no limit")
-    if executor not in EXECUTORS:
-        raise XaibenchError(f"executor={executor!r}: expected one of {', '.join(EXECUTORS)}")
-    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
-        raise XaibenchError(f"device={device!r}: expected auto, cpu, cuda, cuda:N or mps")
-    suite_name, suite_tracks = _suite_tracks(
-        suite,
-        model,
-        dataset,
-        model_params=model_params,
-        dataset_params=dataset_params,
+    names = _names(a["explainers"], "explainers")
+    explainer_params = _explainer_params(a["params"], resolve_explainers(registry, names))
+    target = a["target"] if a["target"] != "predicted" else None
+    suite_name, tracks_to_run = suite_tracks(
+        a["suite"],
+        a["model"],
+        a["dataset"],
+        model_params=a["model_params"],
+        dataset_params=a["dataset_params"],
         target=target,
-        track_name=track_name,
+        track_name=a["track_name"],
+        spelling=spelling,
     )
-    work = Path(workdir).expanduser()
-    subs = Path(submissions).expanduser() if submissions is not None else None
-    board_dir = Path(leaderboard_dir).expanduser() if leaderboard_dir is not None else None
+    config = make_run_config(
+        names,
+        suite=suite_name,
+        suite_tracks=tracks_to_run,
+        tracks=_names(a["tracks"], "tracks"),
+        metrics=_names(a["metrics"], "metrics"),
+        explainer_params=explainer_params,
+        seed=a["seed"],
+        limit=a["limit"],
+        workdir=Path(a["workdir"]).expanduser(),
+        batch_size=a["batch_size"],
+        timeout=a["timeout"],
+        threads=a["threads"],
+        progress=a["progress"],
+        cache=a["cache"],
+        executor=a["executor"],
+        workers=a["workers"],
+        ray_address=a["ray_address"],
+        device=a["device"],
+        spelling=spelling,
+    )
+    subs = Path(a["submissions"]).expanduser() if a["submissions"] is not None else None
+    board_dir = Path(a["leaderboard_dir"]).expanduser() if a["leaderboard_dir"] is not None else None
     if board_dir is not None and subs is None:
         raise XaibenchError("leaderboard_dir needs submissions: the leaderboard is built from the submission files")
-    if subs is not None:  # fail before the run, changing nothing (as the CLI does)
+    if subs is not None:  # fail before the run, changing nothing
         from xaibench.publish.validation import require_valid, submission_files
 
-        _writable_folder(subs, "submissions")
+        _writable_folder(subs, "submissions", spelling)
         if board_dir is not None:
-            _writable_folder(board_dir, "leaderboard_dir")
+            _writable_folder(board_dir, "leaderboard_dir", spelling)
         require_valid(submission_files([subs]))
-    config = RunConfig(
-        explainers=names,
-        suite=suite_name,
-        tracks=_names(tracks, "tracks") or None,
-        metrics=_names(metrics, "metrics") or None,
-        explainer_params=explainer_params,
-        seed=seed,
-        limit=limit,
-        workdir=work,
-        forward_batch=batch_size,
-        timeout=timeout or None,
-        progress=progress,
-        use_cache=cache,
-        threads=threads,
-        executor=executor,
-        workers=workers,
-        ray_address=ray_address,
-        device=device,
-        suite_tracks=suite_tracks,
-    )
-    with _data_dir(Path(data_dir).expanduser() if data_dir is not None else None):
-        from xaibench.runner.run import run as run_suite
-
-        result = run_suite(config, registry)
+    with data_dir(a["data_dir"], spelling):
+        with Runner(config, registry) as runner:
+            if a["model"] and tracks_to_run:  # the ad-hoc track: a dataset or model that cannot load fails first
+                runner.load(tracks_to_run[0])
+            result = runner.run()
         out = RunResults(
             summary=result.summary,
-            workdir=work,
+            workdir=config.workdir,
             failed={t: s["error"] for t, s in result.summary["tracks"].items() if "error" in s},
         )
         if subs is not None:
@@ -404,7 +331,7 @@ def run(
             out.submissions_dir = subs
             out.submission_files = list(write_run(result, registry, subs))
             if board_dir is not None:
-                _publish(out, subs, board_dir, site=site, registry=registry)
+                _publish(out, subs, board_dir, site=a["site"], registry=registry)
     return out
 
 
@@ -448,6 +375,7 @@ def publish_leaderboard(
 def _publish(out: RunResults, submissions: Path, board_dir: Path, *, site: bool, registry: Registry) -> None:
     """The leaderboard files (and the site) of the run's results."""
     published = publish_leaderboard(submissions, board_dir, with_site=site, registry=registry)
+    out.published = published
     out.leaderboard_dir = board_dir
     out.leaderboard_files = published.files
     out.site_dir = published.site_dir

@@ -119,8 +119,7 @@ def run_settings(
     config = dataclasses.replace(
         config, explainers=[first.explainer], explainer_params={first.explainer: dict(first.params)}
     )
-    runner = Runner(config, registry)
-    try:
+    with Runner(config, registry) as runner:
         handles = {}
         for setting in settings:
             if setting is first and first.explainer in runner.explainers:  # the Runner described it already
@@ -135,11 +134,8 @@ def run_settings(
             if key in handles:
                 raise XaibenchError(f"explainer setting {key!r} is given twice")
             handles[key] = handle
-    except BaseException:
-        runner.executor.close()
-        raise
-    runner.explainers = handles
-    return runner.run()
+        runner.explainers = handles
+        return runner.run()
 
 
 def score_settings(

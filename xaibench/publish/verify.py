@@ -44,7 +44,8 @@ from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.publish.submission import load_submission
-from xaibench.runner.run import RunConfig, Runner, resolve_metrics, resolve_tracks
+from xaibench.runner.config import RunConfig, make_run_config
+from xaibench.runner.run import Runner, resolve_metrics, resolve_tracks
 from xaibench.version import __version__
 
 TOLERANCE = 1e-6
@@ -346,25 +347,27 @@ def verify_submission(
     ids = {t: sorted({r.sample_id for r in chosen if r.track == t}) for t in tracks}
     metrics = sorted({r.metric for r in chosen})
     with tempfile.TemporaryDirectory(prefix="xaibench-verify-") as workdir:
-        config = RunConfig(
-            explainers=[name],
-            suite=suite,
-            tracks=tracks,
-            metrics=metrics,
-            explainer_params={name: params},
-            seed=run_seed,
-            limit=_limit(path, data, tracks),
-            workdir=Path(workdir),
-            threads=threads,
-            progress=False,
-            use_cache=False,
-            examples=0,
-            device=device,
-            samples=ids,
-            suite_tracks=given,
-        )
-        runner = _runner(path, config, registry, result)
         try:
+            config = make_run_config(
+                [name],
+                suite=suite,
+                tracks=tracks,
+                metrics=metrics,
+                explainer_params={name: params},
+                seed=run_seed,
+                limit=_limit(path, data, tracks),
+                workdir=Path(workdir),
+                threads=threads,
+                progress=False,
+                cache=False,
+                examples=0,
+                device=device,
+                samples=ids,
+                suite_tracks=given,
+            )
+        except XaibenchError as exc:
+            raise XaibenchError(f"{path}: the recorded run cannot be configured here: {exc}") from None
+        with _runner(path, config, registry, result) as runner:
             # 2. The explainer as constructed here, and each track's dataset and model.
             handle = runner.explainers[name]
             if handle.error is not None:
@@ -379,7 +382,6 @@ def verify_submission(
                 recorded = _object(data["tracks"][spec.name].get("provenance"))
                 result.differences += _track_differences(recorded, loaded.provenance, spec.name)
             if result.differences:
-                runner.executor.close()
                 return _done(result, started)
             here = runner.environment
             _environment_notes(environment, here, result, same_device=config.device == device)
@@ -393,10 +395,7 @@ def verify_submission(
             )
             for note in result.notes:
                 say(note)
-        except BaseException:
-            runner.executor.close()
-            raise
-        summary = runner.run().summary
+            summary = runner.run().summary
     for record in chosen:
         rerun = _rerun_value(summary, record, name)
         if _matches(record.value, rerun, result.tolerance):

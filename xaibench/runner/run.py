@@ -13,9 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,9 +25,10 @@ from xaibench.errors import XaibenchError
 from xaibench.files import remove_leftovers, write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import ExplanationCache
+from xaibench.runner.config import RunConfig
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.evaluate import score_track
-from xaibench.runner.examples import EXAMPLES_PER_TRACK, ExampleSet, collect_examples
+from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
 from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
 from xaibench.runner.progress import Progress
@@ -42,36 +42,6 @@ from xaibench.version import __version__
 SUMMARY_SCHEMA = "xaibench.summary/1"
 # `--explainer default`: the built-in baselines plus GradCAM when its plugin is installed.
 DEFAULT_EXPLAINERS = ("random", "center", "sobel", "oracle", "gradient", "gradcam")
-
-
-@dataclass
-class RunConfig:
-    """What ``xaibench run`` does; every field is an option of the CLI."""
-
-    explainers: Sequence[str]
-    suite: str = "default"
-    tracks: Sequence[str] | None = None
-    metrics: Sequence[str] | None = None
-    explainer_params: dict[str, dict[str, Any]] = field(default_factory=dict)
-    seed: int = 0
-    limit: int | None = None
-    workdir: Path = Path(".xaibench")
-    forward_batch: int = 16
-    explain_batch: int = 16
-    metric_batch: int = 16
-    timeout: float | None = 300.0
-    threads: int = 1
-    progress: bool = True
-    use_cache: bool = True
-    examples: int = EXAMPLES_PER_TRACK  # example explanations per track and explainer, for the submissions
-    executor: str = "local"  # where explainer code runs: "local" worker processes, "ray", or "inprocess" (trusted)
-    workers: int = 1  # worker processes (local) or Ray workers
-    ray_address: str | None = None  # join this Ray cluster; None starts a local Ray instance
-    device: str = "cpu"  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
-    # Track name -> the only sample ids to run there, taken from the track's first `limit` samples
-    # (`xaibench submission verify`); a track not named here, or None, runs all its samples.
-    samples: Mapping[str, Sequence[str]] | None = None
-    suite_tracks: Sequence[TrackSpec] | None = None  # when given, these tracks are run instead of the suite's
 
 
 def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
@@ -244,36 +214,27 @@ class Runner:
     """
 
     def __init__(self, config: RunConfig, registry: Registry) -> None:
-        tune_allocator()  # before the workers fork: they inherit it (see xaibench/allocator.py)
-        # One intra-op thread by default: measured here, two torch threads on 2 cores ran the shapes
-        # CNN 10x and EfficientNet-Lite0 1.6x slower than one as soon as anything else ran, and a
-        # fixed count keeps float reductions, hence numbers, identical between runs.
-        torch.set_num_threads(max(1, config.threads))
+        prepare_process(config.threads)  # before the workers start: they inherit it
         # Worker processes first: they fork from a process that has run no torch work and not
-        # initialised CUDA yet (see runner/workers.py); closed by run(), or when garbage-collected.
+        # initialised CUDA yet (see runner/workers.py); closed by close() (the `with` block's end).
         self.executor: Executor = make_executor(
             config.executor, registry, workers=config.workers, threads=config.threads, ray_address=config.ray_address
         )
-        try:  # after the executor: resolving "auto" may initialise CUDA, which forked workers must not inherit
+        try:
+            # after the executor: resolving "auto" may initialise CUDA, which forked workers must not inherit
             self.device = resolve_device(config.device)
-        except BaseException:
-            self.executor.close()
-            raise
-        if self.device.type == "cuda":  # the same numbers on the same machine (DESIGN 6)
-            torch.backends.cudnn.deterministic = True
-            torch.backends.cudnn.benchmark = False
-        self.config = config
-        self.registry = registry
-        names = resolve_explainers(registry, config.explainers)
-        for m in config.metrics or ():
-            registry.entry("metric", m)
-        self.specs = resolve_tracks(registry, config.suite, config.tracks, config.suite_tracks)
-        try:  # explainers are constructed where they run; bad parameters still stop the run here
+            self.config = config
+            self.registry = registry
+            names = resolve_explainers(registry, config.explainers)
+            for m in config.metrics or ():
+                registry.entry("metric", m)
+            self.specs = resolve_tracks(registry, config.suite, config.tracks, config.suite_tracks)
+            # explainers are constructed where they run; bad parameters still stop the run here
             self.explainers: dict[str, ExplainerHandle] = explainer_handles(
                 self.executor, registry, {n: config.explainer_params.get(n, {}) for n in names}, timeout=config.timeout
             )
         except BaseException:
-            self.executor.close()
+            self.close()
             raise
         self.environment = environment(self.device)
         self.cache = (
@@ -284,6 +245,16 @@ class Runner:
         self.progress = Progress(enabled=False)
         self.examples: list[ExampleSet] = []
         self.loaded: dict[str, TrackContext] = {}  # tracks loaded ahead by load(), taken by run_track()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the executor's workers (and a Ray instance it started); safe to call twice."""
+        self.executor.close()
 
     def load(self, spec: TrackSpec) -> TrackContext:
         """Load the track ``spec`` ahead of :meth:`run` (which then uses it rather than loading it
@@ -310,7 +281,7 @@ class Runner:
         try:
             lock = WorkdirLock(self.config.workdir).acquire()
         except BaseException:
-            self.executor.close()
+            self.close()
             raise
         with lock:
             self.leftovers_removed = remove_leftovers(self.config.workdir)
@@ -337,7 +308,7 @@ class Runner:
                 for spec in self.specs:
                     summary["tracks"][spec.name] = self.run_track(spec)
         finally:
-            self.executor.close()
+            self.close()
         self.progress = Progress(enabled=False)
         summary["run"]["repairs"] = self.repairs()
         summary["run"]["wall_time_s"] = round((dt.datetime.now(dt.UTC) - started).total_seconds(), 3)
@@ -487,7 +458,24 @@ class Runner:
 
 def run(config: RunConfig, registry: Registry) -> RunResult:
     """Run every explainer on every track of the suite; see :class:`Runner`."""
-    return Runner(config, registry).run()
+    with Runner(config, registry) as runner:
+        return runner.run()
+
+
+def prepare_process(threads: int) -> None:
+    """The process-wide set-up of a run, in one place, before any worker starts (they inherit it):
+
+    - glibc's allocator kept from returning tensor memory to the OS (:mod:`xaibench.allocator`);
+    - torch's intra-op threads: one by default. Measured here, two torch threads on 2 cores ran
+      the shapes CNN 10x and EfficientNet-Lite0 1.6x slower than one as soon as anything else
+      ran, and a fixed count keeps float reductions, hence numbers, identical between runs;
+    - cuDNN deterministic and without autotuning: the same numbers on the same machine
+      (DESIGN 6; no effect on the CPU).
+    """
+    tune_allocator()
+    torch.set_num_threads(max(1, threads))
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
 
 def plugin_versions(registry: Registry) -> list[dict[str, Any]]:

@@ -1,0 +1,284 @@
+"""A run's configuration, built in one place for every front door.
+
+``xaibench run`` (through :func:`xaibench.run`), ``xaibench tune`` and ``select``, and
+``xaibench submission verify`` all build their :class:`RunConfig` with :func:`make_run_config`,
+the only place that constructs one. The checks of what a user may get wrong (counts, seed,
+timeout, executor, device, the suite or ad-hoc track) live here too, with messages that name
+each argument the way the caller spells it (:class:`Spelling`: ``--limit`` on the command line,
+``limit=`` in Python). :func:`data_dir` sets ``XAIBENCH_DATA_DIR`` for one run and restores it,
+so no command leaves the process environment changed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xaibench.api import TrackSpec
+from xaibench.errors import XaibenchError
+from xaibench.runner.examples import EXAMPLES_PER_TRACK
+
+__all__ = [
+    "ADHOC_SUITE",
+    "API",
+    "CLI",
+    "CLI_EXECUTORS",
+    "DEVICE_CHOICES",
+    "DEVICE_PATTERN",
+    "EXECUTORS",
+    "RunConfig",
+    "Spelling",
+    "data_dir",
+    "make_run_config",
+    "suite_tracks",
+]
+
+EXECUTORS = ("local", "ray", "inprocess")
+"""Where explainer code runs: ``local`` worker processes, ``ray`` actors, or ``inprocess`` (trusted code)."""
+CLI_EXECUTORS = ("local", "ray")
+"""The executors the command line offers (``inprocess`` is for trusted code, from Python only)."""
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+DEVICE_CHOICES = "auto, cpu, cuda, cuda:N or mps"
+ADHOC_SUITE = "adhoc"
+"""The suite name recorded for a run of one ad-hoc track (a model on a dataset)."""
+
+
+@dataclass
+class RunConfig:
+    """What ``xaibench run`` does; every field is an option of the CLI. Built by :func:`make_run_config`."""
+
+    explainers: Sequence[str]
+    suite: str = "default"
+    tracks: Sequence[str] | None = None
+    metrics: Sequence[str] | None = None
+    explainer_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seed: int = 0
+    limit: int | None = None
+    workdir: Path = Path(".xaibench")
+    forward_batch: int = 16
+    explain_batch: int = 16
+    metric_batch: int = 16
+    timeout: float | None = 300.0
+    threads: int = 1
+    progress: bool = True
+    use_cache: bool = True
+    examples: int = EXAMPLES_PER_TRACK  # example explanations per track and explainer, for the submissions
+    executor: str = "local"  # where explainer code runs: "local" worker processes, "ray", or "inprocess" (trusted)
+    workers: int = 1  # worker processes (local) or Ray workers
+    ray_address: str | None = None  # join this Ray cluster; None starts a local Ray instance
+    device: str = "cpu"  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
+    # Track name -> the only sample ids to run there, taken from the track's first `limit` samples
+    # (`xaibench submission verify`); a track not named here, or None, runs all its samples.
+    samples: Mapping[str, Sequence[str]] | None = None
+    suite_tracks: Sequence[TrackSpec] | None = None  # when given, these tracks are run instead of the suite's
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a front door names its arguments in messages: argument -> its spelling."""
+
+    names: Mapping[str, str]
+
+    def __call__(self, argument: str) -> str:
+        return self.names.get(argument, argument)
+
+    def value(self, argument: str, value: Any) -> str:
+        """``limit=0`` (Python) or ``--limit 0`` (command line)."""
+        name = self(argument)
+        return f"{name}{value!r}" if name.endswith("=") else f"{name} {value}"
+
+
+API = Spelling(
+    {
+        **{k: f"{k}=" for k in ("suite", "model", "dataset", "limit", "seed", "timeout", "device", "executor")},
+        **{k: f"{k}=" for k in ("batch_size", "threads", "workers", "data_dir", "submissions", "leaderboard_dir")},
+        **{k: k for k in ("model_params", "dataset_params", "target", "track_name")},
+    }
+)
+CLI = Spelling(
+    {
+        "suite": "--suite",
+        "model": "--model",
+        "dataset": "--dataset",
+        "model_params": "--model-param",
+        "dataset_params": "--dataset-param",
+        "target": "--target",
+        "track_name": "--track-name",
+        "limit": "--limit",
+        "seed": "--seed",
+        "timeout": "--timeout",
+        "device": "--device",
+        "executor": "--executor",
+        "batch_size": "--batch-size",
+        "threads": "--threads",
+        "workers": "--workers",
+        "data_dir": "--data-dir",
+        "submissions": "--submissions",
+        "leaderboard_dir": "--leaderboard-dir",
+    }
+)
+
+
+def _positive(value: Any, argument: str, spelling: Spelling, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise XaibenchError(f"{spelling.value(argument, value)}: expected a positive integer")
+
+
+def _mapping(value: Any, argument: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise XaibenchError(f"{argument}={value!r}: expected a dict of parameters by name")
+    return dict(value)
+
+
+def suite_tracks(
+    suite: str | Path | None,
+    model: str | None,
+    dataset: str | None,
+    *,
+    model_params: Mapping[str, Any] | None = None,
+    dataset_params: Mapping[str, Any] | None = None,
+    target: str | None = None,
+    track_name: str | None = None,
+    spelling: Spelling = API,
+) -> tuple[str, list[TrackSpec] | None]:
+    """The suite name to record and the tracks to run instead of a suite plugin's (``None``: the
+    plugin's): one ad-hoc track from ``model`` and ``dataset``, or a suite file's tracks.
+    ``suite=None`` means the default suite. A wrong combination raises :class:`XaibenchError`
+    naming the arguments as ``spelling`` spells them."""
+    from xaibench.suites.adhoc import adhoc_track
+    from xaibench.suites.suite_file import is_suite_file, load_suite_file
+
+    s = spelling
+    adhoc_options = ("model_params", "dataset_params", "target", "track_name")
+    given = [o for o, v in zip(adhoc_options, (model_params, dataset_params, target, track_name), strict=True) if v]
+    if model is None and dataset is None:
+        if given:
+            listed = ", ".join(s(o) for o in adhoc_options[:-1]) + f" and {s(adhoc_options[-1])}"
+            raise XaibenchError(
+                f"{s(given[0])} needs {s('model')} and {s('dataset')} ({listed} need {s('model')} and "
+                f"{s('dataset')}: they set the ad-hoc track)"
+            )
+        name = "default" if suite is None else str(suite)
+        if isinstance(suite, Path) or is_suite_file(name):
+            loaded = load_suite_file(name)
+            return loaded.name, list(loaded.tracks)
+        return name, None
+    if model is None or dataset is None:
+        have, missing = ("model", "dataset") if dataset is None else ("dataset", "model")
+        raise XaibenchError(
+            f"{s(missing)} is missing: {s(have)} needs {s(missing)} too, an ad-hoc track is one model on one "
+            f"dataset (e.g. {s('dataset')} folder:PATH)"
+        )
+    if suite is not None:
+        raise XaibenchError(
+            f"{s('suite')} with {s('model')}/{s('dataset')}: give one or the other "
+            f"(either {s('suite')} or {s('model')} with {s('dataset')})"
+        )
+    track = adhoc_track(
+        model,
+        dataset,
+        model_params=_mapping(model_params, "model_params"),
+        dataset_params=_mapping(dataset_params, "dataset_params"),
+        target=target or "predicted",
+        name=track_name,
+    )
+    return ADHOC_SUITE, [track]
+
+
+def check_device(device: Any, spelling: Spelling = API) -> str:
+    """``device`` when it names a device kind (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``)."""
+    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
+        raise XaibenchError(f"{spelling.value('device', device)}: expected {DEVICE_CHOICES}")
+    return device
+
+
+def make_run_config(
+    explainers: Sequence[str],
+    *,
+    suite: str = "default",
+    suite_tracks: Sequence[TrackSpec] | None = None,
+    tracks: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    explainer_params: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    workdir: Path = Path(".xaibench"),
+    batch_size: int = 16,
+    timeout: float | None = 300.0,
+    threads: int = 1,
+    progress: bool = True,
+    cache: bool = True,
+    examples: int = EXAMPLES_PER_TRACK,
+    executor: str = "local",
+    workers: int = 1,
+    ray_address: str | None = None,
+    device: str = "auto",
+    samples: Mapping[str, Sequence[str]] | None = None,
+    spelling: Spelling = API,
+) -> RunConfig:
+    """The one place a :class:`RunConfig` is made: checks every argument (one line naming it, as
+    ``spelling`` spells it) and fills the fields. ``timeout`` 0 or ``None``: no limit."""
+    _positive(limit, "limit", spelling, allow_none=True)
+    for value, argument in ((batch_size, "batch_size"), (threads, "threads"), (workers, "workers")):
+        _positive(value, argument, spelling)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise XaibenchError(f"{spelling.value('seed', seed)}: expected an integer")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < float("inf")
+    ):
+        raise XaibenchError(f"{spelling.value('timeout', timeout)}: expected seconds >= 0, or None for no limit")
+    if executor not in EXECUTORS:
+        raise XaibenchError(f"{spelling.value('executor', executor)}: expected one of {', '.join(EXECUTORS)}")
+    check_device(device, spelling)
+    return RunConfig(
+        explainers=list(explainers),
+        suite=suite,
+        tracks=list(tracks) if tracks else None,
+        metrics=list(metrics) if metrics else None,
+        explainer_params={k: dict(v) for k, v in (explainer_params or {}).items()},
+        seed=seed,
+        limit=limit,
+        workdir=Path(workdir),
+        forward_batch=batch_size,
+        timeout=timeout or None,
+        progress=progress,
+        use_cache=cache,
+        examples=examples,
+        threads=threads,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        device=device,
+        samples=samples,
+        suite_tracks=list(suite_tracks) if suite_tracks is not None else None,
+    )
+
+
+@contextmanager
+def data_dir(path: str | Path | None, spelling: Spelling = API) -> Iterator[None]:
+    """``XAIBENCH_DATA_DIR`` set to ``path`` (the root of the real datasets) for the block, and
+    restored afterwards, whatever happens; nothing when ``path`` is ``None``."""
+    if path is None:
+        yield
+        return
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise XaibenchError(f"{spelling.value('data_dir', str(folder))}: no such folder")
+    before = os.environ.get("XAIBENCH_DATA_DIR")
+    os.environ["XAIBENCH_DATA_DIR"] = str(folder.resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("XAIBENCH_DATA_DIR", None)
+        else:
+            os.environ["XAIBENCH_DATA_DIR"] = before
