@@ -29,7 +29,7 @@ from scipy.stats import spearmanr
 
 from xaibench.cli import cli
 from xaibench.plugins.manager import XaibenchError
-from xaibench.publish.writers import build_leaderboard
+from xaibench.publish.board import build_leaderboard
 from xaibench.site import build_site
 from xaibench.site.correlations import oriented, pair_rho, spearman
 

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from xaibench.api import Explainer, TrackSpec
 from xaibench.cli import cli
 from xaibench.plugins import manager
+from xaibench.publish.board import build_leaderboard
 from xaibench.publish.submission import load_submission, load_submissions
 from xaibench.publish.validation import submission_schema, validate_file, validate_text
-from xaibench.publish.writers import build_leaderboard
 from xaibench.runner.distributions import histogram, mean_curve
 from xaibench.site import build_site
 
