@@ -153,6 +153,21 @@ def test_nan_and_duplicate_keys_are_reported_where_they_are() -> None:
     assert (4, "NaN is not valid JSON; write null for a missing value") in messages
 
 
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_files_with_other_line_ends_read_as_text_reads_them(
+    tmp_path: Path, valid: dict[str, Any], newline: str
+) -> None:
+    """Each file is read once as bytes; its text is what ``read_text`` gives (line ends as \\n)."""
+    text = _text(valid).replace('"seed": 0', '"seed": 0,\n  "seed": NaN')
+    path = tmp_path / "x.json"
+    path.write_bytes(text.replace("\n", newline).encode("utf-8"))
+    issues = validate_file(path)
+    assert issues == validate_text(path.read_text(encoding="utf-8"), str(path), tmp_path)
+    assert {i.line for i in issues} == {_line_of(text, '"seed": NaN')}
+    path.write_bytes(_text(valid).replace("\n", newline).encode("utf-8"))
+    assert validate_file(path) == [] and load_submission(path) == valid
+
+
 def test_consistency_errors_interval_counts_disclosure(valid: dict[str, Any]) -> None:
     data = copy.deepcopy(valid)
     iou = data["tracks"]["synth-a"]["metrics"]["iou"]
