@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 from rich.console import Console
 
+from xaibench.publish.board import Leaderboard
 from xaibench.publish.leaderboard import Entry, leaderboard_rows, rank_by_mean, rank_metric
-from xaibench.publish.writers import Leaderboard, print_leaderboard, to_markdown
+from xaibench.publish.writers import print_leaderboard, to_markdown
 from xaibench.stats import bootstrap_ci, summarise
 
 IDS = [f"s{k}" for k in range(10)]

@@ -12,7 +12,8 @@ import pytest
 from markdown_it import MarkdownIt
 from rich.console import Console
 
-from xaibench.publish.writers import Leaderboard, build_board, md_escape, print_leaderboard, to_markdown
+from xaibench.publish.board import Leaderboard, build_board
+from xaibench.publish.writers import md_escape, print_leaderboard, to_markdown
 
 PAYLOADS = (
     "<link rel=stylesheet href=http://x/a.css>",

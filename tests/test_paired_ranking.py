@@ -14,17 +14,10 @@ import pytest
 
 from xaibench.cli import main
 from xaibench.errors import XaibenchError
+from xaibench.publish.board import Leaderboard, board_json, build_board, build_leaderboard
 from xaibench.publish.leaderboard import CSV_COLUMNS, compare, entries_from_submissions, rank_metric
 from xaibench.publish.validation import validate_file
-from xaibench.publish.writers import (
-    Leaderboard,
-    board_json,
-    build_board,
-    build_leaderboard,
-    md_escape,
-    to_csv,
-    to_markdown,
-)
+from xaibench.publish.writers import md_escape, to_csv, to_markdown
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
 

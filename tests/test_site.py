@@ -4,11 +4,16 @@ model randomisation cascade, verified submissions, the ranking rule)."""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
+import io
 import json
+import os
 import re
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -29,7 +34,8 @@ from scipy.stats import spearmanr
 
 from xaibench.cli import cli
 from xaibench.plugins.manager import XaibenchError
-from xaibench.publish.writers import build_leaderboard
+from xaibench.publish.board import build_leaderboard
+from xaibench.python_api import publish_leaderboard
 from xaibench.site import build_site
 from xaibench.site.correlations import oriented, pair_rho, spearman
 
@@ -217,6 +223,65 @@ def test_cli_leaderboard_build_writes_files_and_site(tmp_path: Path) -> None:
         cli, ["leaderboard", "build", "--submissions", str(subs), "--out", str(none), "--no-site"]
     )
     assert result.exit_code == 0 and not (none / "site").exists()
+
+
+class _Opens:
+    """Counts every open of a ``*.json`` file in one folder (``open``, ``io.open``, pathlib, ``os.open``)."""
+
+    def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.folder, self.counts = folder.resolve(), Counter[str]()
+        opened, os_open = builtins.open, os.open
+
+        def counted(file: Any, *args: Any, **kwargs: Any) -> Any:
+            self._see(file)
+            return opened(file, *args, **kwargs)
+
+        def os_counted(file: Any, *args: Any, **kwargs: Any) -> Any:
+            self._see(file)
+            return os_open(file, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", counted)
+        monkeypatch.setattr(io, "open", counted)
+        monkeypatch.setattr(os, "open", os_counted)
+
+    def _see(self, file: Any) -> None:
+        if isinstance(file, str | Path) and Path(file).suffix == ".json":
+            path = Path(file).resolve()
+            if path.parent == self.folder:
+                self.counts[path.name] += 1
+
+
+@pytest.mark.parametrize("how", ["cli", "publish_leaderboard", "build_site"])
+def test_a_build_opens_each_submission_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Validation, ranking, the leaderboard files and the whole site read each file once; a file
+    changed since (same size, even its modification time put back) is read again."""
+    subs = write_submissions(tmp_path / "subs", ("alpha", "beta", "gamma"))
+    out = tmp_path / "lb"
+
+    def build() -> None:
+        if how == "cli":
+            result = CliRunner().invoke(cli, ["leaderboard", "build", "--submissions", str(subs), "--out", str(out)])
+            assert result.exit_code == 0, result.output
+        elif how == "publish_leaderboard":
+            publish_leaderboard(subs, out)
+        else:
+            build_site(subs, out / "site")
+
+    opens = _Opens(subs, monkeypatch)
+    build()
+    assert opens.counts == {"alpha.json": 1, "beta.json": 1, "gamma.json": 1}
+    assert (out / "site" / "explainers" / "beta.html").exists()
+
+    path = subs / "beta.json"
+    text, before = path.read_text(encoding="utf-8"), path.stat()
+    assert "Beta" not in text
+    path.write_text(text.replace('"beta"', '"Beta"', 1), encoding="utf-8")  # same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+    opens.counts.clear()
+    build()
+    assert opens.counts == {"beta.json": 1}  # the others are unchanged: not opened again
+    assert "Beta" in (out / "site" / "data" / "submissions" / "beta.json").read_text(encoding="utf-8")
 
 
 def test_concept_examples_show_their_sentence_escaped(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from xaibench.api import Explainer, TrackSpec
 from xaibench.cli import cli
 from xaibench.plugins import manager
+from xaibench.publish.board import build_leaderboard
 from xaibench.publish.submission import load_submission, load_submissions
 from xaibench.publish.validation import submission_schema, validate_file, validate_text
-from xaibench.publish.writers import build_leaderboard
 from xaibench.runner.distributions import histogram, mean_curve
 from xaibench.site import build_site
 
@@ -151,6 +151,21 @@ def test_nan_and_duplicate_keys_are_reported_where_they_are() -> None:
     messages = {(i.line, i.message.split(" (")[0]) for i in validate_text(text, "x.json")}
     assert (4, "duplicate key 'seed'") in messages
     assert (4, "NaN is not valid JSON; write null for a missing value") in messages
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_files_with_other_line_ends_read_as_text_reads_them(
+    tmp_path: Path, valid: dict[str, Any], newline: str
+) -> None:
+    """Each file is read once as bytes; its text is what ``read_text`` gives (line ends as \\n)."""
+    text = _text(valid).replace('"seed": 0', '"seed": 0,\n  "seed": NaN')
+    path = tmp_path / "x.json"
+    path.write_bytes(text.replace("\n", newline).encode("utf-8"))
+    issues = validate_file(path)
+    assert issues == validate_text(path.read_text(encoding="utf-8"), str(path), tmp_path)
+    assert {i.line for i in issues} == {_line_of(text, '"seed": NaN')}
+    path.write_bytes(_text(valid).replace("\n", newline).encode("utf-8"))
+    assert validate_file(path) == [] and load_submission(path) == valid
 
 
 def test_consistency_errors_interval_counts_disclosure(valid: dict[str, Any]) -> None:

@@ -19,9 +19,10 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
+from xaibench.publish.board import Leaderboard, board_json, build_board
 from xaibench.publish.leaderboard import explainer_labels
 from xaibench.publish.submission import SUBMISSION_SCHEMA
-from xaibench.publish.writers import Leaderboard, board_json, build_board, print_leaderboard, to_csv, to_markdown
+from xaibench.publish.writers import print_leaderboard, to_csv, to_markdown
 
 WIDTH = 120
 DIGEST = "2ed4e548330e"

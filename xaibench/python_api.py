@@ -356,8 +356,9 @@ def publish_leaderboard(
     """Validate every submission in ``submissions``, write the leaderboard files to ``board_dir``
     and, with ``with_site``, the static site (``site_dir``, default ``board_dir/site``). Nothing
     is printed; ``xaibench run`` and ``xaibench leaderboard build`` print from what it returns."""
+    from xaibench.publish.board import build_leaderboard
     from xaibench.publish.validation import require_valid, submission_files
-    from xaibench.publish.writers import build_leaderboard, write_leaderboard
+    from xaibench.publish.writers import write_leaderboard
 
     require_valid(submission_files([submissions]))
     board = build_leaderboard(submissions)

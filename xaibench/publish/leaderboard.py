@@ -26,14 +26,26 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from xaibench.api import FAMILIES, RANKED_FAMILIES
 from xaibench.errors import XaibenchError
+from xaibench.publish.shapes import (
+    BoardRow,
+    ExplainerBlock,
+    ExplainerWinRate,
+    FamilyVerdict,
+    JsonObject,
+    JsonValue,
+    Rules,
+    SubmissionData,
+    Superseded,
+    WinRates,
+)
+from xaibench.publish.submission_files import Submission
 from xaibench.seeds import derive_seed
 from xaibench.stats import N_BOOTSTRAP, bootstrap_ci
 
@@ -43,7 +55,7 @@ EXTRA_COLUMNS = ("status", "label", "flags")
 """Added after the DESIGN columns: why a row has no rank, the perceptual checkpoint's label, cell flags."""
 CSV_COLUMNS = ROW_COLUMNS + EXTRA_COLUMNS
 
-RULES: dict[str, float | int] = {
+RULES: Rules = {
     "min_shared_samples": 8,
     "na_flag_fraction": 0.25,
     "perceptual_min_spearman": 0.3,
@@ -81,7 +93,7 @@ class Entry:
     n_na: int
     samples: dict[str, float | None] | None = None
     """Per-sample values (sample id -> value, None for n/a); None when the file has none."""
-    params: dict[str, Any] = field(default_factory=dict)
+    params: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,15 +114,17 @@ class Comparison:
 class TrackRanking:
     """What ranking one track gives: rows, the families' state and the explainers' flags."""
 
-    rows: list[dict[str, Any]]
-    families: dict[str, dict[str, Any]]
+    rows: list[BoardRow]
+    families: dict[str, FamilyVerdict]
+    """Family -> whether it is ranked on the track, why not, its checkpoint's label."""
     flags: dict[str, list[str]]
+    """Explainer -> its flags on the track (``insensitive to the model``)."""
 
 
 # ----------------------------------------------------------------------------- paired comparisons
 
 
-def _num(x: Any) -> float | None:
+def _num(x: object) -> float | None:
     if isinstance(x, bool) or not isinstance(x, int | float):
         return None
     return float(x) if math.isfinite(x) else None
@@ -190,9 +204,7 @@ def _short(x: float, threshold: float) -> str:
     return text if float(text) < threshold else f"{x:.4g}"
 
 
-def perceptual_validity(
-    entries: Iterable[Entry], rules: Mapping[str, Any] = RULES
-) -> tuple[bool, str | None, str | None]:
+def perceptual_validity(entries: Iterable[Entry], rules: Rules = RULES) -> tuple[bool, str | None, str | None]:
     """``(ranked, reason, label)`` of a track's perceptual family from its ranking blocks' params.
 
     Valid when every perceptual ranking block is labelled ``PASTA`` or reports a held-out
@@ -225,7 +237,7 @@ def family_index(family: str) -> int:
     return FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
 
 
-def _row(e: Entry) -> dict[str, Any]:
+def _metric_row(e: Entry, rank: int | None, status: str, label: str, flags: str) -> BoardRow:
     return {
         "track": e.track,
         "explainer": e.explainer,
@@ -237,12 +249,26 @@ def _row(e: Entry) -> dict[str, Any]:
         "ci_high": e.ci_high,
         "n": e.n,
         "n_na": e.n_na,
+        "rank": rank,
+        "status": status,
+        "label": label,
+        "flags": flags,
     }
 
 
 def _rank_row(
-    track: str, explainer: str, metric: str, family: str, value: float | None, rank: int | None
-) -> dict[str, Any]:
+    track: str,
+    explainer: str,
+    metric: str,
+    family: str,
+    value: float | None,
+    rank: int | None,
+    *,
+    status: str,
+    label: str = "",
+    flags: str = "",
+) -> BoardRow:
+    """A ``rank:<family>`` or ``rank:overall`` row: its value is a mean rank (lower is better)."""
     return {
         "track": track,
         "explainer": explainer,
@@ -255,10 +281,13 @@ def _rank_row(
         "n": None,
         "n_na": None,
         "rank": rank,
+        "status": status,
+        "label": label,
+        "flags": flags,
     }
 
 
-def na_flag(n: int, n_na: int, rules: Mapping[str, Any] = RULES) -> str | None:
+def na_flag(n: int, n_na: int, rules: Rules = RULES) -> str | None:
     """``"n/a P %"`` when more than ``na_flag_fraction`` of the samples are n/a, else None."""
     total = n + n_na
     if total <= 0 or n_na / total <= float(rules["na_flag_fraction"]):
@@ -266,7 +295,7 @@ def na_flag(n: int, n_na: int, rules: Mapping[str, Any] = RULES) -> str | None:
     return f"n/a {round(100 * n_na / total)} %"
 
 
-def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = RULES) -> TrackRanking:
+def rank_track(track: str, entries: Sequence[Entry], rules: Rules = RULES) -> TrackRanking:
     """Rows of one track: metric rows, then ``rank:<family>`` and ``rank:overall`` rows."""
     min_shared = int(rules["min_shared_samples"])
     explainers = sorted({e.explainer for e in entries})
@@ -280,7 +309,7 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = 
         if e.metric == SANITY_METRIC and e.value is not None and e.value > float(rules["sanity_flag_above"]):
             flags[e.explainer].append(INSENSITIVE)
 
-    rows: list[dict[str, Any]] = []
+    rows: list[BoardRow] = []
     family_ranks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     family_status: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for metric in sorted(by_metric, key=lambda m: (family_index(by_metric[m][0].family), m)):
@@ -304,14 +333,14 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = 
             if e.metric == SANITY_METRIC and INSENSITIVE in flags[e.explainer]:
                 cell_flags.append(INSENSITIVE)
             label = (perceptual_label or "") if e.family == "perceptual" else ""
-            rows.append({**_row(e), "rank": rank, "status": status, "label": label, "flags": "; ".join(cell_flags)})
+            rows.append(_metric_row(e, rank, status, label, "; ".join(cell_flags)))
             if ranked and e.family in RANKED_FAMILIES:
                 if rank is not None:
                     family_ranks[e.family][e.explainer].append(rank)
                 else:
                     family_status[e.family][e.explainer].add(status)
 
-    families: dict[str, dict[str, Any]] = {}
+    families: dict[str, FamilyVerdict] = {}
     present = sorted({e.family for e in entries}, key=family_index)
     family_scores: dict[str, dict[str, float]] = {}
     for family in present:
@@ -326,9 +355,9 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = 
             continue
         if family == "perceptual" and not perceptual_ok:
             families[family] = {"ranked": False, "reason": perceptual_reason, "label": label}
+            status, shown = f"not ranked: {perceptual_reason}", label or ""
             for x in members:
-                row = _rank_row(track, x, "rank:perceptual", family, None, None)
-                rows.append({**row, "status": f"not ranked: {perceptual_reason}", "label": label or "", "flags": ""})
+                rows.append(_rank_row(track, x, "rank:perceptual", family, None, None, status=status, label=shown))
             continue
         scores = {x: sum(r) / len(r) for x, r in family_ranks[family].items() if r}
         ranks_of = rank_by_mean(scores)
@@ -343,8 +372,8 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = 
             }
         for x in members:
             status = "" if x in scores else _why_not(family_status[family][x])
-            row = _rank_row(track, x, f"rank:{family}", family, scores.get(x), ranks_of.get(x))
-            rows.append({**row, "status": status, "label": label or "", "flags": ""})
+            value, rank = scores.get(x), ranks_of.get(x)
+            rows.append(_rank_row(track, x, f"rank:{family}", family, value, rank, status=status, label=label or ""))
 
     overall: dict[str, float] = {}
     for x in explainers:
@@ -356,8 +385,8 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Mapping[str, Any] = 
         eligible = [f for f in RANKED_FAMILIES if f in family_status and (f != "perceptual" or perceptual_ok)]
         statuses = set().union(*(family_status[f][x] for f in eligible))
         status = "" if x in overall else _why_not(statuses or {"not ranked: no ranked family"})
-        row = _rank_row(track, x, "rank:overall", "overall", overall.get(x), overall_ranks.get(x))
-        rows.append({**row, "status": status, "label": "", "flags": "; ".join(flags[x])})
+        value, rank, mine = overall.get(x), overall_ranks.get(x), "; ".join(flags[x])
+        rows.append(_rank_row(track, x, "rank:overall", "overall", value, rank, status=status, flags=mine))
     for row in rows:  # explainer flags also on its family rank rows
         if row["metric"].startswith("rank:") and row["metric"] != "rank:overall" and flags[row["explainer"]]:
             row["flags"] = "; ".join(flags[row["explainer"]])
@@ -375,7 +404,7 @@ def _why_not(statuses: set[str]) -> str:
     return "not ranked: no ranked metric"
 
 
-def leaderboard_rows(entries: Sequence[Entry], rules: Mapping[str, Any] = RULES) -> list[dict[str, Any]]:
+def leaderboard_rows(entries: Sequence[Entry], rules: Rules = RULES) -> list[BoardRow]:
     """Tidy rows (DESIGN 8) of every track: one per (track, explainer, metric) plus
     ``rank:<family>`` and ``rank:overall`` rows, with the extra columns status, label, flags."""
     by_track: dict[str, list[Entry]] = defaultdict(list)
@@ -387,7 +416,7 @@ def leaderboard_rows(entries: Sequence[Entry], rules: Mapping[str, Any] = RULES)
 # ----------------------------------------------------------------------------- across tracks
 
 
-def win_rates(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def win_rates(rows: Iterable[BoardRow]) -> WinRates:
     """Mean win rate (HELM style) from the ``rank:overall`` rows.
 
     On a track, an explainer's win rate is (others with a strictly worse overall rank + 0.5 x
@@ -409,7 +438,7 @@ def win_rates(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             others = [r for y, r in on_track.items() if y != x]
             wins = sum(1 for r in others if r > mine) + 0.5 * sum(1 for r in others if r == mine)
             rates[x].append(wins / len(others))
-    explainers = {
+    explainers: dict[str, ExplainerWinRate] = {
         x: {
             "mean_win_rate": sum(rates[x]) / len(rates[x]) if rates[x] else None,
             "tracks": len(rates[x]),
@@ -426,11 +455,12 @@ def win_rates(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- from submissions
 
 
-def entries_from_submissions(submissions: Sequence[tuple[Path, dict[str, Any]]]) -> list[Entry]:
+def entries_from_submissions(submissions: Iterable[Submission | tuple[Path, SubmissionData]]) -> list[Entry]:
     """One entry per (file, track, metric); the explainer key is the file's stem."""
     entries: list[Entry] = []
-    for path, sub in submissions:
-        for track_name, track in sub["tracks"].items():
+    for item in submissions:
+        sub = Submission.of(item)
+        for track_name, track in sub.data["tracks"].items():
             metrics = track.get("metrics", {}) if isinstance(track, dict) else {}
             for metric_id, m in (metrics if isinstance(metrics, dict) else {}).items():
                 if not isinstance(m, dict):
@@ -440,7 +470,7 @@ def entries_from_submissions(submissions: Sequence[tuple[Path, dict[str, Any]]])
                 entries.append(
                     Entry(
                         track=str(track_name),
-                        explainer=path.stem,
+                        explainer=sub.key,
                         metric=str(metric_id),
                         family=str(m.get("family", "other")),
                         direction=str(m.get("direction", "higher")),
@@ -457,12 +487,12 @@ def entries_from_submissions(submissions: Sequence[tuple[Path, dict[str, Any]]])
     return entries
 
 
-def _count(x: Any) -> int:
+def _count(x: object) -> int:
     return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else 0
 
 
-def _created(sub: dict[str, Any]) -> dt.datetime | None:
-    text = sub.get("created")
+def _created(sub: Submission) -> dt.datetime | None:
+    text = sub.data.get("created")
     if not isinstance(text, str):
         return None
     try:
@@ -472,45 +502,43 @@ def _created(sub: dict[str, Any]) -> dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
-def resolve_duplicates(
-    submissions: Sequence[tuple[Path, dict[str, Any]]],
-) -> tuple[list[tuple[Path, dict[str, Any]]], list[dict[str, str]]]:
+def resolve_duplicates(submissions: Sequence[Submission]) -> tuple[list[Submission], list[Superseded]]:
     """One submission per (explainer name, parameters, track) (DESIGN 7).
 
     Two files with the same key are an error naming both, unless their ``created`` dates differ:
     then the later one supersedes the earlier on that track. Returns the submissions with the
     superseded tracks removed (a file left with no track is dropped) and one record per
     superseded track: ``{"track", "explainer", "file", "by"}`` (file names)."""
-    groups: dict[tuple[str, str, str], list[tuple[Path, dict[str, Any]]]] = defaultdict(list)
-    for path, sub in submissions:
-        block = sub["explainer"]
+    groups: dict[tuple[str, str, str], list[Submission]] = defaultdict(list)
+    for sub in submissions:
+        block = sub.data["explainer"]
         params = json.dumps(block.get("params", {}), sort_keys=True, default=str)
-        for track in sub["tracks"]:
-            groups[(str(block["name"]), params, str(track))].append((path, sub))
+        for track in sub.data["tracks"]:
+            groups[(str(block["name"]), params, str(track))].append(sub)
     dropped: dict[Path, set[str]] = defaultdict(set)
-    superseded: list[dict[str, str]] = []
+    superseded: list[Superseded] = []
     for (name, _params, track), members in sorted(groups.items()):
         if len(members) < 2:
             continue
-        members = sorted(members, key=lambda m: (_created(m[1]) is None, _created(m[1]) or _EPOCH, m[0].name))
-        for (pa, a), (pb, b) in itertools.pairwise(members):
+        members = sorted(members, key=lambda m: (_created(m) is None, _created(m) or _EPOCH, m.path.name))
+        for a, b in itertools.pairwise(members):
             if _created(a) is None or _created(b) is None or _created(a) == _created(b):
                 raise XaibenchError(
                     f"two submissions for explainer {name!r} with the same parameters on track {track!r}: "
-                    f"{pa} and {pb}; remove one (a later 'created' date supersedes an earlier one)"
+                    f"{a.path} and {b.path}; remove one (a later 'created' date supersedes an earlier one)"
                 )
-        latest = members[-1][0]
-        for path, _sub in members[:-1]:
-            dropped[path].add(track)
-            superseded.append({"track": track, "explainer": name, "file": path.name, "by": latest.name})
-    kept: list[tuple[Path, dict[str, Any]]] = []
-    for path, sub in submissions:
-        if path not in dropped:
-            kept.append((path, sub))
+        latest = members[-1].path
+        for sub in members[:-1]:
+            dropped[sub.path].add(track)
+            superseded.append({"track": track, "explainer": name, "file": sub.path.name, "by": latest.name})
+    kept: list[Submission] = []
+    for sub in submissions:
+        if sub.path not in dropped:
+            kept.append(sub)
             continue
-        tracks = {t: v for t, v in sub["tracks"].items() if t not in dropped[path]}
+        tracks = {t: v for t, v in sub.data["tracks"].items() if t not in dropped[sub.path]}
         if tracks:
-            kept.append((path, {**sub, "tracks": tracks}))
+            kept.append(replace(sub, data={**sub.data, "tracks": tracks}))
     return kept, superseded
 
 
@@ -522,24 +550,24 @@ LABEL_MAX_VALUE = 24
 """Characters of one parameter value in a label; a longer value is cut with ``…``."""
 
 
-def _short_value(value: Any) -> str:
+def _short_value(value: JsonValue) -> str:
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
     return text if len(text) <= LABEL_MAX_VALUE else text[: LABEL_MAX_VALUE - 1] + "…"
 
 
-def _param_label(name: str, params: Mapping[str, Any], keys: Sequence[str]) -> str:
+def _param_label(name: str, params: Mapping[str, JsonValue], keys: Sequence[str]) -> str:
     shown = [f"{k}={_short_value(params[k])}" for k in keys[:LABEL_MAX_PARAMS]]
     shown += ["…"] if len(keys) > LABEL_MAX_PARAMS else []
     return f"{name} ({', '.join(shown)})" if shown else name
 
 
-def _is_variant(key: str, block: Mapping[str, Any]) -> bool:
+def _is_variant(key: str, block: ExplainerBlock) -> bool:
     """A parameter variant's file is named ``<name>@<params digest>`` (see ``submission_filename``)."""
     digest = block.get("params_digest")
     return "@" in key and (not isinstance(digest, str) or key.endswith("@" + digest))
 
 
-def explainer_labels(blocks: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+def explainer_labels(blocks: Mapping[str, ExplainerBlock]) -> dict[str, str]:
     """Display label of each explainer key (file stem -> the submission's ``explainer`` block).
 
     The label is the explainer's name; a parameter variant (a file ``<name>@<digest>``) adds

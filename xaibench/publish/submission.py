@@ -16,12 +16,23 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.publish.examples import write_examples
+from xaibench.publish.shapes import (
+    Disclosure,
+    Example,
+    ExplainerBlock,
+    JsonValue,
+    RunSummary,
+    SubmissionData,
+    SubmittedRun,
+    TrackResults,
+)
+from xaibench.publish.submission_files import Submission, keep_only, read_bytes, submission_text
 from xaibench.runner.run import RunResult
 
 SUBMISSION_SCHEMA = "xaibench.submission/1"
@@ -35,16 +46,24 @@ def submission_filename(explainer: str, params_digest: str, default_params: bool
     return f"{safe}.json" if default_params else f"{safe}@{params_digest}.json"
 
 
+class Earlier(TypedDict, total=False):
+    """What a rewritten submission keeps of the earlier file: its tracks (those the run did not
+    redo), and its disclosure."""
+
+    tracks: dict[str, TrackResults]
+    disclosure: Disclosure
+
+
 def build_submission(
-    summary: dict[str, Any],
+    summary: RunSummary,
     explainer: str,
-    previous: dict[str, Any] | None,
-    examples: Mapping[str, list[dict[str, Any]]] | None = None,
-) -> dict[str, Any]:
+    previous: Earlier | None,
+    examples: Mapping[str, list[Example]] | None = None,
+) -> SubmissionData:
     """The submission of ``explainer`` from a run summary; ``examples`` are its example entries
     per track (:func:`xaibench.publish.examples.render_examples`), ``previous`` its earlier file."""
-    tracks: dict[str, Any] = dict(previous.get("tracks", {})) if previous else {}
-    block: dict[str, Any] | None = None
+    tracks: dict[str, TrackResults] = dict(previous.get("tracks", {})) if previous else {}
+    block: ExplainerBlock | None = None
     for track_name, track in summary["tracks"].items():
         if "explainers" not in track or explainer not in track["explainers"]:
             continue
@@ -61,8 +80,9 @@ def build_submission(
     if block is None:
         raise KeyError(explainer)
     run = summary["run"]
-    earlier = previous.get("disclosure") if previous else None
-    earlier = earlier if isinstance(earlier, dict) else {}
+    recorded = cast("Mapping[str, JsonValue]", run)
+    given = previous.get("disclosure") if previous else None
+    earlier: Disclosure = given if isinstance(given, dict) else {}
     return {
         "schema": SUBMISSION_SCHEMA,
         "explainer": block,
@@ -72,8 +92,8 @@ def build_submission(
             "notes": str(earlier.get("notes", "") or ""),
         },
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "environment": {k: run[k] for k in ENVIRONMENT_FIELDS if k in run},
-        "run": {k: run[k] for k in ("started", "limit", "torch_threads") if k in run},
+        "environment": {k: recorded[k] for k in ENVIRONMENT_FIELDS if k in recorded},
+        "run": cast(SubmittedRun, {k: recorded[k] for k in ("started", "limit", "torch_threads") if k in recorded}),
         "plugins": run.get("plugins", []),
         "seed": run.get("seed"),
         "suite": run.get("suite"),
@@ -83,14 +103,15 @@ def build_submission(
 
 def write_run(result: RunResult, registry: Registry, folder: Path) -> list[Path]:
     """Publish one run into ``folder``: the example overlays, then one submission per explainer."""
-    return write_submissions(result.summary, registry, folder, examples=write_examples(result.examples, folder))
+    summary = cast(RunSummary, result.summary)
+    return write_submissions(summary, registry, folder, examples=write_examples(result.examples, folder))
 
 
 def write_submissions(
-    summary: dict[str, Any],
+    summary: RunSummary,
     registry: Registry,
     folder: Path,
-    examples: Mapping[tuple[str, str], list[dict[str, Any]]] | None = None,
+    examples: Mapping[tuple[str, str], list[Example]] | None = None,
 ) -> list[Path]:
     """Write or update one submission per explainer of the run (tracks of earlier runs are kept).
 
@@ -106,27 +127,34 @@ def write_submissions(
         )
         default = block["params"] == dict(cls.default_params)
         path = folder / submission_filename(name, block["params_digest"], default)
-        previous = None
+        previous: Earlier | None = None
         if path.exists():
             try:
-                previous = load_submission(path)
+                loaded = load_submission(path)
             except XaibenchError:
-                previous = None
-            if previous and (
-                previous["explainer"].get("params") != block["params"]
-                or previous.get("seed") != summary["run"].get("seed")
+                loaded = None
+            if loaded and (
+                loaded["explainer"].get("params") != block["params"] or loaded.get("seed") != summary["run"].get("seed")
             ):
-                previous = {"disclosure": previous.get("disclosure", {})}  # other results: keep only the disclosure
+                previous = {"disclosure": loaded.get("disclosure", {})}  # other results: keep only the disclosure
+            elif loaded:
+                previous = {"tracks": loaded["tracks"], "disclosure": loaded.get("disclosure", {})}
         mine = {track: entries for (track, who), entries in (examples or {}).items() if who == name}
         write_json_atomic(path, build_submission(summary, name, previous, mine))
         written.append(path)
     return written
 
 
-def load_submission(path: Path) -> dict[str, Any]:
+def load_submission(path: Path) -> SubmissionData:
     """Read and check a submission file; errors name the file and the problem."""
+    return read_submission(path).data
+
+
+def read_submission(path: Path) -> Submission:
+    """Read and check a submission file, keeping the bytes read; errors name the file and the problem."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_bytes(path)
+        data = json.loads(submission_text(raw))
     except json.JSONDecodeError as exc:
         raise XaibenchError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from exc
     except UnicodeDecodeError as exc:
@@ -147,10 +175,20 @@ def load_submission(path: Path) -> dict[str, Any]:
             raise XaibenchError(f"{path}: missing or invalid field {field!r}")
     if not isinstance(data["explainer"].get("name"), str):
         raise XaibenchError(f"{path}: explainer.name must be a string")
-    return data
+    return Submission(path, data, raw)
 
 
-def load_submissions(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
+def read_submissions(folder: Path) -> list[Submission]:
+    """Every ``*.json`` of ``folder`` (sorted by name), read and checked; each file is opened
+    once per build (:mod:`xaibench.publish.submission_files`)."""
     if not folder.is_dir():
         raise XaibenchError(f"{folder}: no such submissions folder")
-    return [(p, load_submission(p)) for p in sorted(folder.glob("*.json"))]
+    paths = sorted(folder.glob("*.json"))
+    subs = [read_submission(p) for p in paths]
+    keep_only(paths)
+    return subs
+
+
+def load_submissions(folder: Path) -> list[tuple[Path, SubmissionData]]:
+    """``(path, data)`` of every submission of ``folder`` (see :func:`read_submissions`)."""
+    return [(s.path, s.data) for s in read_submissions(folder)]

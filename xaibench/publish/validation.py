@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from xaibench.errors import XaibenchError
+from xaibench.publish.shapes import Example, JsonObject, MetricSummary, SubmissionData
+from xaibench.publish.submission_files import read_bytes, submission_text
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _WS = re.compile(r"[ \t\n\r]*")
@@ -61,7 +63,7 @@ class Issue:
 
 
 @lru_cache(maxsize=1)
-def submission_schema() -> dict[str, Any]:
+def submission_schema() -> JsonObject:
     """The JSON Schema of ``xaibench.submission/1`` (shipped as package data)."""
     text = resources.files("xaibench").joinpath("data/submission.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
@@ -250,8 +252,8 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def consistency_errors(data: dict[str, Any], folder: Path | None = None) -> Iterator[tuple[str, str]]:
-    """Checks across fields (run after the schema passed)."""
+def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iterator[tuple[str, str]]:
+    """Checks across fields (run after the schema passed, so the required keys are there)."""
     explainer, disclosure = data["explainer"], data["disclosure"]
     for flag in ("tuned_on_benchmark", "reference_only"):
         if explainer.get(flag) is True and disclosure.get(flag) is False:
@@ -266,7 +268,7 @@ def consistency_errors(data: dict[str, Any], folder: Path | None = None) -> Iter
                 yield from _asset_errors(f"{base}/examples/{k}/png", example, folder)
 
 
-def _metric_errors(ptr: str, m: dict[str, Any], n_samples: int) -> Iterator[tuple[str, str]]:
+def _metric_errors(ptr: str, m: MetricSummary, n_samples: int) -> Iterator[tuple[str, str]]:
     mean, low, high, n = _num(m["mean"]), _num(m.get("ci_low")), _num(m.get("ci_high")), m["n"]
     if (mean is None) != (n == 0):
         yield f"{ptr}/mean", f"mean is {'missing' if mean is None else 'set'} but n = {n}"
@@ -298,7 +300,7 @@ def _metric_errors(ptr: str, m: dict[str, Any], n_samples: int) -> Iterator[tupl
                 yield f"{ptr}/curve/{key}", f"{len(curve[key])} points but fraction has {size}"
 
 
-def _asset_errors(ptr: str, example: dict[str, Any], folder: Path) -> Iterator[tuple[str, str]]:
+def _asset_errors(ptr: str, example: Example, folder: Path) -> Iterator[tuple[str, str]]:
     root = folder.resolve()
     path = (root / example["png"]).resolve()
     if not path.is_relative_to(root / "assets"):
@@ -316,9 +318,10 @@ def _asset_errors(ptr: str, example: dict[str, Any], folder: Path) -> Iterator[t
 
 
 def validate_file(path: Path) -> list[Issue]:
-    """Validate one submission file (with its example overlays)."""
+    """Validate one submission file (with its example overlays); the bytes read are those the
+    build then loads (:func:`xaibench.publish.submission_files.read_bytes`), so it opens each file once."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = submission_text(read_bytes(path))
     except UnicodeDecodeError as exc:
         return [Issue(str(path), 1, 1, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
     except OSError as exc:

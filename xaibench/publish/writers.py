@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import unicodedata
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -21,21 +20,10 @@ from rich.text import Text
 
 from xaibench.api import RANKED_FAMILIES
 from xaibench.files import csv_text, write_json_atomic, write_text_atomic
-from xaibench.publish.leaderboard import (
-    CSV_COLUMNS,
-    NEVER_RANKED,
-    RULES,
-    SANITY_METRIC,
-    entries_from_submissions,
-    explainer_labels,
-    family_index,
-    rank_track,
-    resolve_duplicates,
-    win_rates,
-)
-from xaibench.publish.submission import load_submissions
+from xaibench.publish.board import Leaderboard, board_json, label_of, rank_ties, track_title
+from xaibench.publish.leaderboard import CSV_COLUMNS, SANITY_METRIC, family_index
+from xaibench.publish.shapes import BoardRow
 
-LEADERBOARD_SCHEMA = "xaibench.leaderboard/2"
 DIRECTION_WORDS = {"higher": "higher is better", "lower": "lower is better"}
 LEGEND = (
     "Ranks are per track and direction-aware, from paired comparisons: two explainers are compared on the "
@@ -50,95 +38,8 @@ LEGEND = (
 )
 
 
-@dataclass
-class Leaderboard:
-    """Everything the leaderboard files and the site show (shapes in docs/results.md)."""
-
-    rows: list[dict[str, Any]]
-    tracks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    explainers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    ranking_metrics: dict[str, set[str]] = field(default_factory=dict)
-    metric_labels: dict[str, str] = field(default_factory=dict)
-    families: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    """track -> family -> {"ranked": bool, "reason": str | None, "label": str | None}."""
-    summary: dict[str, Any] = field(default_factory=lambda: {"explainers": {}, "order": []})
-    """Mean win rate across tracks (see :func:`xaibench.publish.leaderboard.win_rates`)."""
-    rules: dict[str, Any] = field(default_factory=lambda: dict(RULES))
-    notes: list[str] = field(default_factory=list)
-    """Board-level notes, e.g. which submission superseded which."""
-
-    def track_names(self) -> list[str]:
-        return sorted({r["track"] for r in self.rows})
-
-
-def build_leaderboard(submissions_dir: Path) -> Leaderboard:
-    """Rank the submission files of a folder (duplicates: an error, or superseded by date)."""
-    return build_board(load_submissions(submissions_dir))
-
-
-def build_board(submissions: list[tuple[Path, dict[str, Any]]]) -> Leaderboard:
-    """Rank loaded submissions (``(path, data)`` pairs; the explainer key is the file's stem)."""
-    subs, superseded = resolve_duplicates(submissions)
-    entries = entries_from_submissions(subs)
-    board = Leaderboard(rows=[])
-    by_track: dict[str, list[Any]] = defaultdict(list)
-    for e in entries:
-        by_track[e.track].append(e)
-        if e.ranking and e.metric not in NEVER_RANKED:
-            board.ranking_metrics.setdefault(e.track, set()).add(e.metric)
-        label = e.params.get("label")
-        if isinstance(label, str):  # e.g. "PASTA (proxy, technique-level labels)"
-            board.metric_labels[e.metric] = label
-    flags: dict[str, dict[str, list[str]]] = defaultdict(dict)
-    for track in sorted(by_track):
-        ranking = rank_track(track, by_track[track], board.rules)
-        board.rows += ranking.rows
-        board.families[track] = ranking.families
-        for x, mine in ranking.flags.items():
-            flags[x][track] = mine
-    for path, sub in subs:
-        verification = sub.get("verification")
-        board.explainers[path.stem] = {
-            "file": path.name,
-            "explainer": sub["explainer"],
-            "disclosure": sub.get("disclosure", {}),
-            "environment": sub.get("environment", {}),
-            "plugins": sub.get("plugins", []),
-            "seed": sub.get("seed"),
-            "created": sub.get("created"),
-            "verification": verification if isinstance(verification, dict) else None,
-            "flags": {t: flags[path.stem].get(t, []) for t in sorted(sub["tracks"])},
-        }
-        for name, track in sub["tracks"].items():
-            prov = track.get("provenance", {}) if isinstance(track, dict) else {}
-            board.tracks.setdefault(str(name), prov if isinstance(prov, dict) else {})
-    for s in superseded:
-        earlier, later = Path(s["file"]).stem, Path(s["by"]).stem
-        if earlier in board.explainers:
-            board.explainers[earlier].setdefault("superseded", []).append({"track": s["track"], "by": s["by"]})
-        board.explainers[later].setdefault("supersedes", []).append({"track": s["track"], "file": s["file"]})
-        board.notes.append(f"{s['file']} on track {s['track']} is superseded by the later {s['by']}")
-    for key, label in explainer_labels({k: v["explainer"] for k, v in board.explainers.items()}).items():
-        board.explainers[key]["label"] = label
-    board.summary = win_rates(board.rows)
-    return board
-
-
-def board_json(board: Leaderboard) -> dict[str, Any]:
-    """The content of leaderboard.json (schema ``xaibench.leaderboard/2``)."""
-    return {
-        "schema": LEADERBOARD_SCHEMA,
-        "rules": board.rules,
-        "rows": board.rows,
-        "tracks": board.tracks,
-        "families": board.families,
-        "explainers": board.explainers,
-        "summary": board.summary,
-        "notes": board.notes,
-    }
-
-
 def write_leaderboard(board: Leaderboard, out_dir: Path) -> list[Path]:
+    """Write leaderboard.csv, leaderboard.json and leaderboard.md into ``out_dir`` (each atomically)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.json", out_dir / "leaderboard.md"]
     write_text_atomic(paths[0], to_csv(board.rows))
@@ -147,7 +48,7 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> list[Path]:
     return paths
 
 
-def to_csv(rows: list[dict[str, Any]]) -> str:
+def to_csv(rows: Sequence[BoardRow]) -> str:
     """Tidy CSV: the 11 DESIGN columns, then status, label, flags."""
     return csv_text(CSV_COLUMNS, rows)
 
@@ -205,35 +106,19 @@ def _fmt(value: float | None, low: float | None = None, high: float | None = Non
     return text
 
 
-def rank_ties(rows: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
-    """How many rows share each ``(metric, rank)``: more than one is a tie (``#k=``)."""
-    ties: dict[tuple[str, int], int] = defaultdict(int)
-    for r in rows:
-        if r["rank"] is not None:
-            ties[(r["metric"], r["rank"])] += 1
-    return ties
-
-
-def _uniform_status(rows: list[dict[str, Any]]) -> str:
+def _uniform_status(rows: Sequence[BoardRow]) -> str:
     """The status every row shares when it is a "not ranked" one (shown once, in the header)."""
     statuses = {r.get("status", "") for r in rows}
     only = next(iter(statuses)) if len(statuses) == 1 else ""
     return only if only.startswith("not ranked") else ""
 
 
-def label_of(board: Leaderboard, key: str) -> str:
-    """How an explainer key is shown: its name, a parameter variant with its short parameters
-    (``zennit-lrp (epsilon=0.25)``, see :func:`~xaibench.publish.leaderboard.explainer_labels`)."""
-    label = board.explainers.get(key, {}).get("label")
-    return label if isinstance(label, str) and label else key
-
-
 def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows of a track's view (plain text, not yet escaped): the overall rank, the
     explainer with its flags, family ranks, the ranking metrics, then the sanity metrics."""
     rows = [r for r in board.rows if r["track"] == track]
-    by_explainer: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    by_metric: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_explainer: dict[str, dict[str, BoardRow]] = defaultdict(dict)
+    by_metric: dict[str, list[BoardRow]] = defaultdict(list)
     for r in rows:
         by_explainer[r["explainer"]][r["metric"]] = r
         by_metric[r["metric"]].append(r)
@@ -300,7 +185,7 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
     return header, body
 
 
-def _metric_cell(c: dict[str, Any], ties: dict[tuple[str, int], int], header_note: str) -> str:
+def _metric_cell(c: BoardRow, ties: dict[tuple[str, int], int], header_note: str) -> str:
     text = _fmt(c["value"], c["ci_low"], c["ci_high"])
     if c["rank"] is not None:
         text = f"#{c['rank']}{'=' if ties[(c['metric'], c['rank'])] > 1 else ''} {text}"
@@ -312,14 +197,6 @@ def _metric_cell(c: dict[str, Any], ties: dict[tuple[str, int], int], header_not
     if c.get("flags"):
         extras.append(f"flag: {c['flags']}")
     return text + (f" ({'; '.join(extras)})" if extras else "")
-
-
-def track_title(board: Leaderboard, track: str) -> str:
-    prov = board.tracks.get(track, {})
-    model = prov.get("model", {}).get("name", "?")
-    dataset = prov.get("dataset", {}).get("name", "?")
-    synthetic = " · synthetic" if prov.get("synthetic") else ""
-    return f"{track}: {dataset} x {model} ({prov.get('n_samples', '?')} samples{synthetic})"
 
 
 def summary_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
@@ -396,7 +273,7 @@ def _name_cell(board: Leaderboard, key: str, track: str) -> tuple[str, list[str]
     return name + (" !" if flags else ""), flags
 
 
-def _compact_metric_cell(c: dict[str, Any] | None, ties: dict[tuple[str, int], int], header_note: str) -> str:
+def _compact_metric_cell(c: BoardRow | None, ties: dict[tuple[str, int], int], header_note: str) -> str:
     if not c:
         return ""
     text = "n/a" if c["value"] is None else f"{c['value']:.3f}"
@@ -440,8 +317,8 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
     taken in turn from each family. Notes under the table say what is not ranked and why, the
     flags, and which metrics are left out (:func:`track_table` has them all)."""
     rows = [r for r in board.rows if r["track"] == track]
-    cells: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    by_metric: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    cells: dict[str, dict[str, BoardRow]] = defaultdict(dict)
+    by_metric: dict[str, list[BoardRow]] = defaultdict(list)
     for r in rows:
         cells[r["explainer"]][r["metric"]] = r
         by_metric[r["metric"]].append(r)

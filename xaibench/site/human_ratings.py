@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from xaibench.pasta.paper_tables import (
     load_paper_tables,
 )
 from xaibench.pasta.training.data import CONCEPT_TECHNIQUES, SALIENCY_TECHNIQUES
+from xaibench.publish.shapes import BoardRow
 from xaibench.site.correlations import MIN_EXPLAINERS, PERCEPTUAL_REFERENCE, spearman
 
 FIDELITY = "fidelity_q1"
@@ -52,6 +53,91 @@ TECHNIQUE_ALIASES: dict[str, str] = {
     "GradCAM++": "gradcampp",
 }
 """Technique spellings the table may use that the training maps do not list."""
+
+
+class HumanColumn(TypedDict):
+    column: str
+    label: str
+    direction: str
+
+
+class AgainstHumans(TypedDict):
+    """One paper metric against every human rating, across the paper's techniques."""
+
+    label: str
+    metric: str
+    direction: str
+    rho: dict[str, float | None]
+    """Human column -> Spearman rho (raw values, not oriented)."""
+    pearson_q1: float | None
+    n: int
+    paper: dict[str, float]
+    """The paper's own figures (Table 1) for ROAD faithfulness, else empty."""
+
+
+class BackboneMetric(TypedDict):
+    label: str
+    metric: str
+    rho: list[float | None]
+    """Rho with fidelity (Q1) in each backbone of :attr:`ByBackbone.names`."""
+
+
+class ByBackbone(TypedDict):
+    names: list[tuple[str, int]]
+    """The backbones with at least three rows, with their row counts."""
+    left_out: list[tuple[str, int]]
+    metrics: list[BackboneMetric]
+
+
+class FigureRow(TypedDict):
+    technique: str
+    backbone: str
+    type: str
+    human: list[float | None]
+    metrics: list[tuple[float, float] | None]
+    explainer: str
+    note: str
+
+
+class TrackEntry(TypedDict):
+    technique: str
+    explainer: str
+    q1: float
+    cells: list[float | None]
+
+
+class VersusQ1(TypedDict):
+    """One of our metrics on a track against human Q1, beside the paper's metric on the same techniques."""
+
+    metric: str
+    family: str
+    direction: str
+    rho: float | None
+    n: int
+    paper_rho: float | None
+    paper_n: int
+
+
+class TrackVersusHumans(TypedDict):
+    name: str
+    shown: list[str]
+    entries: list[TrackEntry]
+    versus: list[VersusQ1]
+
+
+class HumanRatings(TypedDict, total=False):
+    """The section: ``available`` and ``line`` when the tables are missing, else everything else."""
+
+    available: bool
+    line: str
+    digests: list[tuple[str, str]]
+    table1: dict[str, float]
+    humans: list[HumanColumn]
+    against: list[AgainstHumans]
+    backbones: ByBackbone
+    rows: list[FigureRow]
+    tracks: list[TrackVersusHumans]
+
 
 MISSING_LINE = (
     f"n/a: the PASTA paper tables ({PAPER_FOLDER}/) were not found; set {DATA_DIR_ENV} to the folder that holds "
@@ -76,10 +162,10 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def human_ratings_section(
-    board_rows: Sequence[Mapping[str, Any]],
+    board_rows: Sequence[BoardRow],
     explainer_names: Mapping[str, tuple[str, str]],
     paper_dir: Path | None = None,
-) -> dict[str, Any]:
+) -> HumanRatings:
     """The section's view; ``{"available": False, "line": ...}`` when the tables are not found.
 
     ``board_rows``: the leaderboard's tidy rows; ``explainer_names``: board explainer key ->
@@ -114,10 +200,10 @@ def human_ratings_section(
     }
 
 
-def against_humans(tables: PaperTables) -> list[dict[str, Any]]:
+def against_humans(tables: PaperTables) -> list[AgainstHumans]:
     """Per paper metric: rho with every human column across the joined rows, n, and r with fidelity."""
     rows = tables.joined()
-    out = []
+    out: list[AgainstHumans] = []
     for m in PAPER_METRICS:
         x = [r.metrics[m.column][0] for r in rows]
         out.append(
@@ -134,7 +220,7 @@ def against_humans(tables: PaperTables) -> list[dict[str, Any]]:
     return out
 
 
-def by_backbone(tables: PaperTables) -> dict[str, Any]:
+def by_backbone(tables: PaperTables) -> ByBackbone:
     """Rho of each paper metric with fidelity (Q1) within each backbone with at least three rows with both."""
     groups: dict[str, list[TechniqueRow]] = defaultdict(list)
     for r in tables.joined():
@@ -170,12 +256,12 @@ def technique_means(tables: PaperTables) -> dict[str, dict[str, float]]:
 
 
 def track_view(
-    board_rows: Sequence[Mapping[str, Any]],
+    board_rows: Sequence[BoardRow],
     track: str,
     explainer_names: Mapping[str, tuple[str, str]],
     means: Mapping[str, Mapping[str, float]],
     mapping: Mapping[str, str],
-) -> dict[str, Any]:
+) -> TrackVersusHumans:
     """Our means on ``track`` for the explainers that map to a table technique, and their rho with human Q1
     (``means``: :func:`technique_means` of the paper tables)."""
     technique_of = {e: t for t, e in mapping.items() if t in means and FIDELITY in means[t]}
@@ -191,7 +277,7 @@ def track_view(
     keys = sorted(values, key=lambda k: (technique_of[explainer_names[k][0]], explainer_names[k][1], k))
     paper_ids = [m.metric for m in PAPER_METRICS]
     shown = [m for m in (*paper_ids, PERCEPTUAL_REFERENCE) if m in meta]
-    entries = [
+    entries: list[TrackEntry] = [
         {
             "technique": technique_of[explainer_names[k][0]],
             "explainer": explainer_names[k][1],
@@ -205,12 +291,12 @@ def track_view(
         for metric, v in values[k].items():
             per_technique[metric][technique_of[explainer_names[k][0]]].append(v)
     order = sorted(meta, key=lambda m: (paper_ids.index(m) if m in paper_ids else len(paper_ids), meta[m][0], m))
-    versus = []
+    versus: list[VersusQ1] = []
     for metric in order:
         techniques = sorted(per_technique[metric])
         ours = [float(np.mean(per_technique[metric][t])) for t in techniques]
         q1 = [means[t][FIDELITY] for t in techniques]
-        row: dict[str, Any] = {
+        row: VersusQ1 = {
             "metric": metric,
             "family": meta[metric][0],
             "direction": meta[metric][1],
@@ -229,7 +315,7 @@ def track_view(
     return {"name": track, "shown": shown, "entries": entries, "versus": versus}
 
 
-def _figure_row(r: TechniqueRow, explainer: str) -> dict[str, Any]:
+def _figure_row(r: TechniqueRow, explainer: str) -> FigureRow:
     return {
         "technique": r.technique,
         "backbone": r.backbone,

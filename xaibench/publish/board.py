@@ -1,0 +1,161 @@
+"""The leaderboard model: every submission ranked, with what the files and the site show.
+
+:func:`build_board` ranks loaded submissions (:mod:`xaibench.publish.leaderboard` holds the
+rules) into a :class:`Leaderboard`: the tidy rows, each track's provenance and family verdicts,
+the explainers' blocks and flags, the win rates across tracks and the notes on superseded files.
+The board keeps the submissions it was built from, so the site shows them without reading a file
+again. :mod:`xaibench.publish.writers` writes the board (CSV, JSON, Markdown, the terminal);
+:mod:`xaibench.site` builds the static site from it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xaibench.publish.leaderboard import (
+    NEVER_RANKED,
+    RULES,
+    Entry,
+    entries_from_submissions,
+    explainer_labels,
+    rank_track,
+    resolve_duplicates,
+    win_rates,
+)
+from xaibench.publish.shapes import (
+    BoardRow,
+    ExplainerInfo,
+    FamilyVerdict,
+    LeaderboardData,
+    Provenance,
+    Rules,
+    SubmissionData,
+    WinRates,
+)
+from xaibench.publish.submission import read_submissions
+from xaibench.publish.submission_files import Submission
+
+LEADERBOARD_SCHEMA = "xaibench.leaderboard/2"
+
+
+@dataclass
+class Leaderboard:
+    """Everything the leaderboard files and the site show (shapes in docs/results.md)."""
+
+    rows: list[BoardRow]
+    tracks: dict[str, Provenance] = field(default_factory=dict)
+    explainers: dict[str, ExplainerInfo] = field(default_factory=dict)
+    ranking_metrics: dict[str, set[str]] = field(default_factory=dict)
+    metric_labels: dict[str, str] = field(default_factory=dict)
+    families: dict[str, dict[str, FamilyVerdict]] = field(default_factory=dict)
+    """track -> family -> whether it is ranked there, why not, its checkpoint's label."""
+    summary: WinRates = field(default_factory=lambda: {"explainers": {}, "order": []})
+    """Mean win rate across tracks (see :func:`xaibench.publish.leaderboard.win_rates`)."""
+    rules: Rules = field(default_factory=lambda: RULES.copy())
+    notes: list[str] = field(default_factory=list)
+    """Board-level notes, e.g. which submission superseded which."""
+    submissions: tuple[Submission, ...] = field(default=(), repr=False, compare=False)
+    """The submissions the board was built from, as read (superseded tracks included)."""
+
+    def track_names(self) -> list[str]:
+        return sorted({r["track"] for r in self.rows})
+
+
+def build_leaderboard(submissions_dir: Path) -> Leaderboard:
+    """Rank the submission files of a folder (duplicates: an error, or superseded by date)."""
+    return build_board(read_submissions(submissions_dir))
+
+
+def build_board(submissions: Iterable[Submission | tuple[Path, SubmissionData]]) -> Leaderboard:
+    """Rank loaded submissions (or ``(path, data)`` pairs; the explainer key is the file's stem)."""
+    loaded = tuple(Submission.of(s) for s in submissions)
+    subs, superseded = resolve_duplicates(loaded)
+    board = Leaderboard(rows=[], submissions=loaded)
+    by_track: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries_from_submissions(subs):
+        by_track[e.track].append(e)
+        if e.ranking and e.metric not in NEVER_RANKED:
+            board.ranking_metrics.setdefault(e.track, set()).add(e.metric)
+        label = e.params.get("label")
+        if isinstance(label, str):  # e.g. "PASTA (proxy, technique-level labels)"
+            board.metric_labels[e.metric] = label
+    flags: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    for track in sorted(by_track):
+        ranking = rank_track(track, by_track[track], board.rules)
+        board.rows += ranking.rows
+        board.families[track] = ranking.families
+        for x, mine in ranking.flags.items():
+            flags[x][track] = mine
+    for sub in subs:
+        data = sub.data
+        verification = data.get("verification")
+        board.explainers[sub.key] = {
+            "file": sub.path.name,
+            "explainer": data["explainer"],
+            "disclosure": data.get("disclosure", {}),
+            "environment": data.get("environment", {}),
+            "plugins": data.get("plugins", []),
+            "seed": data.get("seed"),
+            "created": data.get("created"),
+            "verification": verification if isinstance(verification, dict) else None,
+            "flags": {t: flags[sub.key].get(t, []) for t in sorted(data["tracks"])},
+        }
+        for name, track in data["tracks"].items():
+            prov = track.get("provenance", {}) if isinstance(track, dict) else {}
+            board.tracks.setdefault(str(name), prov if isinstance(prov, dict) else {})
+    for s in superseded:
+        earlier, later = Path(s["file"]).stem, Path(s["by"]).stem
+        if earlier in board.explainers:
+            board.explainers[earlier].setdefault("superseded", []).append({"track": s["track"], "by": s["by"]})
+        board.explainers[later].setdefault("supersedes", []).append({"track": s["track"], "file": s["file"]})
+        board.notes.append(f"{s['file']} on track {s['track']} is superseded by the later {s['by']}")
+    for key, label in explainer_labels({k: v["explainer"] for k, v in board.explainers.items()}).items():
+        board.explainers[key]["label"] = label
+    board.summary = win_rates(board.rows)
+    return board
+
+
+def board_json(board: Leaderboard) -> LeaderboardData:
+    """The content of leaderboard.json (schema ``xaibench.leaderboard/2``)."""
+    return {
+        "schema": LEADERBOARD_SCHEMA,
+        "rules": board.rules,
+        "rows": board.rows,
+        "tracks": board.tracks,
+        "families": board.families,
+        "explainers": board.explainers,
+        "summary": board.summary,
+        "notes": board.notes,
+    }
+
+
+# ----------------------------------------------------------------------------- what a view asks of the board
+
+
+def label_of(board: Leaderboard, key: str) -> str:
+    """How an explainer key is shown: its name, a parameter variant with its short parameters
+    (``zennit-lrp (epsilon=0.25)``, see :func:`~xaibench.publish.leaderboard.explainer_labels`)."""
+    info = board.explainers.get(key)
+    label = info.get("label") if info is not None else None
+    return label if isinstance(label, str) and label else key
+
+
+def track_title(board: Leaderboard, track: str) -> str:
+    """``<track>: <dataset> x <model> (<n> samples[ · synthetic])``."""
+    prov = board.tracks.get(track, {})
+    model = prov.get("model", {}).get("name", "?")
+    dataset = prov.get("dataset", {}).get("name", "?")
+    synthetic = " · synthetic" if prov.get("synthetic") else ""
+    return f"{track}: {dataset} x {model} ({prov.get('n_samples', '?')} samples{synthetic})"
+
+
+def rank_ties(rows: Sequence[BoardRow]) -> dict[tuple[str, int], int]:
+    """How many rows share each ``(metric, rank)``: more than one is a tie (``#k=``)."""
+    ties: dict[tuple[str, int], int] = defaultdict(int)
+    for r in rows:
+        if r["rank"] is not None:
+            ties[(r["metric"], r["rank"])] += 1
+    return ties

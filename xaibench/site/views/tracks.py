@@ -1,0 +1,154 @@
+"""One track's sortable table on the overview page: overall rank, family ranks, the ranking
+metrics; the other metrics with values; the metrics without any value, with the commonest reason."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import TypedDict
+
+from xaibench.api import RANKED_FAMILIES
+from xaibench.publish.board import Leaderboard, rank_ties, track_title
+from xaibench.publish.leaderboard import family_index
+from xaibench.publish.shapes import BoardRow, Provenance
+from xaibench.site.submitted import Submitted
+from xaibench.site.views.cells import (
+    Cell,
+    FamilyNote,
+    FlagView,
+    MetricColumn,
+    VerificationView,
+    cell,
+    explainer_flags,
+    families_on,
+    family_notes,
+    metric_column,
+    not_ranked_text,
+    verification_view,
+)
+from xaibench.site.views.overview import track_anchor
+
+
+class FamilyColumn(TypedDict):
+    name: str
+    note: str
+    """``not ranked: <reason>`` when the family is not ranked on the track, else ""."""
+
+
+class TrackRow(TypedDict):
+    """One explainer's row of a track's table."""
+
+    key: str
+    name: str
+    slug: str | None
+    tuned: bool
+    reference: bool
+    flags: list[FlagView]
+    verification: VerificationView | None
+    overall: Cell
+    families: list[Cell]
+    ranked: list[Cell]
+    others: list[Cell]
+
+
+class TrackView(TypedDict):
+    name: str
+    anchor: str
+    title: str
+    provenance: Provenance
+    families: list[FamilyColumn]
+    not_ranked: list[FamilyNote]
+    ranked: list[MetricColumn]
+    """The ranking metrics with a value, in family order."""
+    others: list[MetricColumn]
+    """The other metrics with a value."""
+    inapplicable: list[MetricColumn]
+    """The metrics without any value on the track."""
+    inapplicable_reason: str
+    rows: list[TrackRow]
+
+
+def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) -> TrackView:
+    rows = [r for r in board.rows if r["track"] == track]
+    metric_rows = [r for r in rows if not r["metric"].startswith("rank:")]
+    fam_info = families_on(board, track)
+    info: dict[str, MetricColumn] = {}
+    for r in metric_rows:
+        if r["metric"] not in info:
+            info[r["metric"]] = metric_column(board, metric_rows, r["metric"], fam_info)
+    ranking = board.ranking_metrics.get(track, set())
+
+    def order(m: str) -> tuple[int, str]:
+        return (family_index(info[m]["family"]), m)
+
+    valued = {r["metric"] for r in metric_rows if r["value"] is not None}
+    ranked = [info[m] for m in sorted(info, key=order) if m in ranking and m in valued]
+    others = [info[m] for m in sorted(info, key=order) if m not in ranking and m in valued]
+    inapplicable = [info[m] for m in sorted(info, key=order) if m not in valued]
+    present = {m["family"] for m in ranked}
+    families: list[FamilyColumn] = [
+        {
+            "name": f,
+            "note": not_ranked_text(fam_info[f]["reason"]) if f in fam_info and not fam_info[f]["ranked"] else "",
+        }
+        for f in RANKED_FAMILIES
+        if any(r["metric"] == f"rank:{f}" for r in rows) or (f in present and f in fam_info)
+    ]
+    cells: dict[str, dict[str, BoardRow]] = defaultdict(dict)
+    for r in rows:
+        cells[r["explainer"]][r["metric"]] = r
+    ties = rank_ties(rows)
+    explainers = sorted(cells, key=lambda x: (_overall_rank(cells[x]) or 10**9, x))
+    body: list[TrackRow] = []
+    for x in explainers:
+        sub = by_key.get(x)
+        flags = explainer_flags(board, x, track)
+        body.append(
+            {
+                "key": x,
+                "name": sub.name if sub else x,
+                "slug": sub.slug if sub else None,
+                "tuned": bool(sub and sub.tuned),
+                "reference": bool(sub and sub.reference),
+                "flags": [{"flag": f, "tracks": [track]} for f in flags],
+                "verification": verification_view(board, x, sub),
+                "overall": cell(cells[x].get("rank:overall"), ties, hide_flags=tuple(flags)),
+                "families": [
+                    cell(cells[x].get(f"rank:{f['name']}"), ties, column_status=f["note"], hide_flags=tuple(flags))
+                    for f in families
+                ],
+                "ranked": [cell(cells[x].get(m["id"]), ties, column_status=m["column_status"]) for m in ranked],
+                "others": [cell(cells[x].get(m["id"]), ties, column_status=m["column_status"]) for m in others],
+            }
+        )
+    prov = board.tracks.get(track, {})
+    return {
+        "name": track,
+        "anchor": track_anchor(track),
+        "title": track_title(board, track),
+        "provenance": prov if isinstance(prov, dict) else {},
+        "families": families,
+        "not_ranked": family_notes(fam_info, {m["family"] for m in info.values()}),
+        "ranked": ranked,
+        "others": others,
+        "inapplicable": inapplicable,
+        "inapplicable_reason": top_reason(by_key, track, [m["id"] for m in inapplicable]),
+        "rows": body,
+    }
+
+
+def _overall_rank(cells: Mapping[str, BoardRow]) -> int | None:
+    overall = cells.get("rank:overall")
+    return overall.get("rank") if overall is not None else None
+
+
+def top_reason(by_key: Mapping[str, Submitted], track: str, metrics: list[str]) -> str:
+    """The most common n/a reason of ``metrics`` on ``track`` over all submissions."""
+    counts: dict[str, int] = defaultdict(int)
+    for sub in by_key.values():
+        for metric in metrics:
+            m = sub.data["tracks"].get(track, {}).get("metrics", {}).get(metric, {})
+            reasons = m.get("na_reasons") if isinstance(m, dict) else None
+            for reason, n in (reasons if isinstance(reasons, dict) else {}).items():
+                counts[str(reason)] += n if isinstance(n, int) else 0
+    return max(sorted(counts), key=lambda r: counts[r]) if counts else "none recorded"
