@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from xaibench.kit import AttributionExplainer
 from xaibench.plugins.manager import Registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,6 +89,21 @@ def test_explainers_use_the_kit_instead_of_copies(path: Path) -> None:
     assert not copies, f"{path.name} defines its own {copies}; import them from xaibench.kit"
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     assert "check_params" not in called, f"{path.name} checks parameters by hand; declare param_specs"
+
+
+def test_first_party_explainers_open_explain_through_the_kit(registry: Registry) -> None:
+    """The explain opening (inputs, targets, per-image seeds, frozen parameters, the maps' check)
+    is written once, in ``xaibench.kit.AttributionExplainer``: every first-party explainer
+    derives from it and none defines ``explain`` again."""
+    for plugin, dist in DISTRIBUTIONS.items():
+        names = [c.split(":", 1)[1] for c in registry.plugins[plugin].components if c.startswith("explainer:")]
+        assert names, dist
+        for name in names:
+            cls = registry.entry("explainer", name).cls
+            assert issubclass(cls, AttributionExplainer), f"{dist}: {name} does not derive from AttributionExplainer"
+            below_the_kit = cls.__mro__[: cls.__mro__.index(AttributionExplainer)]
+            own = [k.__qualname__ for k in below_the_kit if "explain" in vars(k)]
+            assert not own, f"{dist}: {name} defines explain again in {own}; implement attribute(model, batch)"
 
 
 def test_a_broken_distribution_changes_nothing_else(tmp_path: Path, monkeypatch) -> None:

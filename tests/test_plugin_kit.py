@@ -4,6 +4,7 @@ of a pip-installed plugin distribution through its entry point."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from xaibench import api, kit, params
+from xaibench import api, imaging, kit, params
 from xaibench.api import ExplainContext, Explainer, Sample
 from xaibench.errors import XaibenchError
 from xaibench.plugins import hookspecs, manager
@@ -183,6 +184,44 @@ def test_xaibench_registry_is_hermetic(xaibench_registry) -> None:
     assert sources == {"built-in"}, "entry-point plugins must not leak into the fixture registry"
 
 
+def test_registry_fixtures(builtin_registry, installed_registry, xaibench_registry) -> None:
+    assert {status.source for status in builtin_registry.plugins.values()} == {"built-in"}
+    assert builtin_registry is not xaibench_registry and manager.get_registry() is xaibench_registry
+    assert sorted(installed_registry.plugins) == sorted(manager.Registry().plugins), "not what `xaibench run` builds"
+    assert set(builtin_registry.names("explainer")) <= set(installed_registry.names("explainer"))
+    assert builtin_registry.create("model", "shapes-cnn", variant="shapes").input_size == 64
+
+
+def test_default_explainers_and_suite_metrics(default_explainers, suite_metrics, installed_registry) -> None:
+    from xaibench.runner.run import DEFAULT_EXPLAINERS
+
+    installed = installed_registry.names("explainer")
+    assert default_explainers == [n for n in DEFAULT_EXPLAINERS if n in installed] and "gradient" in default_explainers
+    tracks = suite_metrics("default")
+    specs = installed_registry.create("suite", "default").tracks()
+    assert list(tracks) == [t.name for t in specs]
+    for spec in specs:
+        assert tracks[spec.name], spec.name
+        for metric in tracks[spec.name]:  # a metric that is not run by default appears only where named
+            assert installed_registry.entry("metric", metric).cls.default or metric in (spec.metrics or ())
+
+
+def test_xaibench_cli_runs_the_command_line_on_the_test_registry(register_plugin, xaibench_cli) -> None:
+    class Shown(Explainer):
+        name = "shown-by-the-cli"
+
+    class Plugin:
+        @hookspecs.hookimpl
+        def register_explainers(self, register):
+            register(Shown)
+
+    register_plugin(Plugin(), name="cli-probe")
+    result = xaibench_cli("list", "explainers", "--json")
+    assert result.exit_code == 0, result.output
+    assert "shown-by-the-cli" in [row["name"] for row in json.loads(result.output)]
+    assert xaibench_cli("list", "nothing").exit_code == 2  # a usage error is a result, not an exception
+
+
 # ----------------------------------------------------------------------------- tiny track
 
 
@@ -304,7 +343,69 @@ def test_contract_checks_catch_what_they_promise(tiny_track) -> None:
 def test_kit_reexports_what_a_plugin_needs() -> None:
     assert kit.Explainer is api.Explainer and kit.Model is api.Model and kit.ExplainContext is api.ExplainContext
     assert kit.Param is params.Param and kit.hookimpl is hookspecs.hookimpl and kit.derive_seed is derive_seed
+    assert kit.Register is api.Register
+    for name in ("Dataset", "Sample", "GroundTruth", "Metric", "MetricInput", "MetricOutput", "Suite", "TrackSpec"):
+        assert getattr(kit, name) is getattr(api, name), name
+    assert kit.Encoder is api.Encoder
+    assert kit.resize_bilinear is imaging.resize_bilinear and kit.from_model_input is imaging.from_model_input
     assert all(hasattr(kit, name) for name in kit.__all__)
+
+
+class _Probe(kit.AttributionExplainer):
+    """Records what ``attribute`` gets and what the model's parameters look like meanwhile."""
+
+    name = "probe"
+
+    def attribute(self, model, batch):
+        self.seen = (batch, [p.requires_grad for p in model.module.parameters()])
+        batch.x.requires_grad_(True)  # the explainer's own copy
+        return batch.x.detach().double().sum(dim=1) + torch.arange(batch.x.shape[-1])  # (B, S, S), not constant
+
+
+def test_attribution_explainer_does_the_explain_opening_once(tiny_track) -> None:
+    module = tiny_track.model.module
+    before = model_state(module)
+    probe, context = _Probe(), tiny_track.context
+    assert all(p.requires_grad for p in module.parameters())
+    maps = probe.explain(tiny_track.model, tiny_track.inputs, tiny_track.targets, seed=5, context=context)
+    batch, grads = probe.seen
+    assert not any(grads), "the parameters must be frozen during attribute"
+    assert model_state(module) == before and not tiny_track.inputs.requires_grad, "the model or the inputs changed"
+    assert batch.x is not tiny_track.inputs and torch.equal(batch.x.detach(), tiny_track.inputs)
+    assert batch.x.dtype == torch.float32 and batch.x.device == tiny_track.inputs.device
+    assert batch.targets.dtype == torch.int64 and batch.targets.device == batch.x.device
+    assert batch.targets.tolist() == tiny_track.targets.tolist()
+    assert batch.seed == 5 and batch.context is context
+    assert batch.seeds == kit.sample_seeds(5, "probe", 4, context)
+    assert batch.seeds == [derive_seed(5, "probe", s.id) for s in tiny_track.samples]
+    assert maps.dtype == np.float32 and maps.shape == (4, 32, 32)  # checked and cast by as_maps
+    np.testing.assert_array_equal(maps, (tiny_track.inputs.double().sum(dim=1) + torch.arange(32)).float().numpy())
+
+
+def test_attribution_explainer_checks_the_maps_and_restores_the_model_on_error(tiny_track) -> None:
+    class WrongShape(kit.AttributionExplainer):
+        name = "wrong-shape"
+
+        def attribute(self, model, batch):
+            return np.zeros((len(batch.seeds), 8, 8))
+
+    class Raises(kit.AttributionExplainer):
+        name = "raises"
+
+        def attribute(self, model, batch):
+            raise RuntimeError("library failed")
+
+    module = tiny_track.model.module
+    before = model_state(module)
+    with pytest.raises(RuntimeError, match=r"explainer 'wrong-shape': got maps of shape \(4, 8, 8\)"):
+        WrongShape().explain(tiny_track.model, tiny_track.inputs, tiny_track.targets)
+    with pytest.raises(RuntimeError, match="library failed"):
+        Raises().explain(tiny_track.model, tiny_track.inputs, tiny_track.targets)
+    assert model_state(module) == before
+    with pytest.raises(ValueError, match="got 3 targets for 4 inputs"):
+        WrongShape().explain(tiny_track.model, tiny_track.inputs, [0, 1, 2])
+    with pytest.raises(NotImplementedError):
+        kit.AttributionExplainer().explain(tiny_track.model, tiny_track.inputs, tiny_track.targets)
 
 
 def test_as_inputs_and_as_targets() -> None:

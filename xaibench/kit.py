@@ -1,18 +1,28 @@
-"""The explainer author's kit: everything an explainer plugin needs, imported from one module.
+"""The plugin author's kit: everything a plugin needs, imported from one module.
 
-An explainer plugin imports its base class, the parameter specs, the hook marker and these
-helpers from here::
+A plugin imports its base class, the parameter specs, the hook marker and these helpers from
+here, and nothing else from xaibench (``tests/test_kit_is_the_plugin_api.py`` checks the
+first-party plugins and the scaffold)::
 
     from xaibench.kit import Explainer, Param, hookimpl, input_gradients
 
 What the kit gives, by task:
 
-- **types and registration**: :class:`Explainer`, :class:`ExplainContext`, :class:`Model`,
-  :data:`Register`, :func:`hookimpl`, and :class:`Param` for ``param_specs`` (parameters are
-  checked once, by the base class, when the explainer is built);
+- **types and registration**: the base classes :class:`Explainer`, :class:`Dataset`,
+  :class:`Model`, :class:`Metric`, :class:`Suite`, :class:`Encoder`; what they exchange
+  (:class:`ExplainContext`, :class:`Sample`, :class:`GroundTruth`, :class:`MetricInput`,
+  :class:`MetricOutput`, :class:`TrackSpec`); :data:`Register`, :func:`hookimpl`, and
+  :class:`Param` for ``param_specs`` (parameters are checked once, by the base class, when the
+  component is built);
+- **explain as one call**: :class:`AttributionExplainer`, an explainer whose ``explain`` checks
+  the inputs and targets, derives the per-image seeds and freezes the model's parameters, then
+  calls its :meth:`~AttributionExplainer.attribute` with an :class:`ExplainBatch` on the
+  model's device, and checks the maps it returns;
 - **inputs and targets**: :func:`as_inputs` (a private float copy of the batch),
   :func:`as_targets` (``(B,)`` int64 class indices), :func:`as_maps` (the returned maps, shape
   checked), :func:`baseline_input` (the ``zero`` / ``black`` reference input);
+- **images**: :func:`resize_bilinear` (the one resize every map and mask goes through) and
+  :func:`from_model_input` (normalised inputs back to [0, 1] pixels);
 - **the model**: :func:`forward_batch` and :func:`chunks` (run many perturbed images through the
   model in batches sized for the input), :func:`resolve_target_layers` (CAM target layers);
 - **gradients**: :func:`isolated_grads` (parameters frozen, their ``requires_grad`` and ``.grad``
@@ -25,7 +35,11 @@ What the kit gives, by task:
 - **the output checks**: :func:`check_saliency` and :func:`check_concepts`, the very checks the
   runner applies to every explanation (and :mod:`xaibench.testing` applies in plugin tests).
 
-Layer 2: imports the public types, the parameter specs, seeds and the hook marker only.
+Plugin tests take the rest from the testing kit, :mod:`xaibench.testing` (fixtures, the tiny
+track, the contract checks).
+
+Layer 2: imports the public types, the parameter specs, seeds, the imaging helpers and the hook
+marker only.
 """
 
 from __future__ import annotations
@@ -33,23 +47,50 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from xaibench.api import ExplainContext, Explainer, Model, Register
+from xaibench.api import (
+    Dataset,
+    Encoder,
+    ExplainContext,
+    Explainer,
+    GroundTruth,
+    Metric,
+    MetricInput,
+    MetricOutput,
+    Model,
+    Register,
+    Sample,
+    Suite,
+    TrackSpec,
+)
+from xaibench.imaging import from_model_input, resize_bilinear
 from xaibench.params import Param
 from xaibench.plugins.hookspecs import hookimpl
 from xaibench.seeds import derive_seed
 
 __all__ = [
     "BASELINES",
+    "AttributionExplainer",
+    "Dataset",
+    "Encoder",
+    "ExplainBatch",
     "ExplainContext",
     "Explainer",
+    "GroundTruth",
+    "Metric",
+    "MetricInput",
+    "MetricOutput",
     "Model",
     "Param",
     "Register",
+    "Sample",
+    "Suite",
+    "TrackSpec",
     "as_inputs",
     "as_maps",
     "as_targets",
@@ -59,9 +100,11 @@ __all__ = [
     "chunks",
     "derive_seed",
     "forward_batch",
+    "from_model_input",
     "hookimpl",
     "input_gradients",
     "isolated_grads",
+    "resize_bilinear",
     "resolve_target_layers",
     "sample_ids",
     "sample_rngs",
@@ -237,6 +280,66 @@ def seeded(seed: int) -> Iterator[None]:
             yield
         finally:
             np.random.set_state(numpy_state)
+
+
+# ----------------------------------------------------------------------------- explain as one call
+
+
+@dataclass(frozen=True)
+class ExplainBatch:
+    """One ``explain`` call's arguments, checked once by :class:`AttributionExplainer`."""
+
+    x: torch.Tensor
+    """``(B, C, S, S)`` float32 normalised inputs, a private copy (set ``requires_grad`` or write
+    into it), on the device the runner put the inputs on: the model's."""
+    targets: torch.Tensor
+    """``(B,)`` int64 class indices, on ``x``'s device; ``.tolist()`` gives Python ints."""
+    seed: int
+    """The run's seed, the same for every image of the batch."""
+    seeds: list[int]
+    """One seed per image (:func:`sample_seeds`): draw per-image randomness from these, so an
+    image's map never depends on which other images share its batch."""
+    context: ExplainContext | None
+    """The samples, as ``explain`` got them (``None`` when called without)."""
+
+
+class AttributionExplainer(Explainer):
+    """An explainer whose ``explain`` is one call of :meth:`attribute`, typically a library's
+    attribution function.
+
+    ``explain`` does the rest once for every such explainer: :func:`as_inputs` and
+    :func:`as_targets` (on the inputs' device), :func:`sample_seeds`, the parameters frozen by
+    :func:`isolated_grads` for the call (restored afterwards, even on error), and
+    :func:`as_maps` on what :meth:`attribute` returns. A subclass implements :meth:`attribute`
+    only::
+
+        class Saliency(AttributionExplainer):
+            name = "saliency"
+
+            def attribute(self, model, batch):
+                return input_gradients(model, batch.x, batch.targets).abs().amax(dim=1)
+    """
+
+    def explain(
+        self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context: ExplainContext | None = None
+    ) -> np.ndarray:
+        """``(B, S, S)`` float32 maps of ``(B, C, S, S)`` inputs, from :meth:`attribute`."""
+        x = as_inputs(inputs)
+        batch = ExplainBatch(
+            x=x,
+            targets=as_targets(targets, int(x.shape[0])).to(x.device),
+            seed=seed,
+            seeds=sample_seeds(seed, self.name, int(x.shape[0]), context),
+            context=context,
+        )
+        with isolated_grads(model.module):
+            maps = self.attribute(model, batch)
+        return as_maps(maps, x, self.name)
+
+    def attribute(self, model: Model, batch: ExplainBatch) -> Any:
+        """``(B, S, S)`` maps (an array or a tensor on any device; higher = more relevant to the
+        target class) for ``batch``; the model's parameters are frozen meanwhile."""
+        raise NotImplementedError
 
 
 # ----------------------------------------------------------------------------- output checks

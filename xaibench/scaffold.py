@@ -3,8 +3,10 @@
 :func:`scaffold_plugin` creates ``<dest>/xaibench-<name>/`` with a ``pyproject.toml``
 declaring the ``xaibench`` entry point, a module with one working explainer built on
 :mod:`xaibench.kit` (gradient x input, to be replaced by your method), tests that use the
-testing kit xaibench ships (the ``register_plugin`` and ``tiny_track`` fixtures, the contract
-checks) and a README. In the environment xaibench is installed in (``.venv/bin/`` of a
+testing kit xaibench ships, :mod:`xaibench.testing` (the ``register_plugin``,
+``xaibench_registry`` and ``tiny_track`` fixtures, the contract checks), and a README. The
+module imports nothing from xaibench but :mod:`xaibench.kit`, its tests nothing but the kit and
+:mod:`xaibench.testing`. In the environment xaibench is installed in (``.venv/bin/`` of a
 checkout set up with ``make``)::
 
     .venv/bin/xaibench new-plugin my-method --dest .
@@ -84,20 +86,19 @@ def register_explainers(register: Register) -> None:
 ''')
 
 TEST = Template('''\
-"""Tests for $dist, with the testing kit xaibench ships (fixtures ``register_plugin``, ``tiny_track``)."""
+"""Tests for $dist with xaibench's testing kit: its fixtures (no import needed) and contract checks."""
 
 import numpy as np
 import pytest
-from xaibench.plugins.manager import get_registry
 from xaibench.testing.contract import assert_explainer_contract
 
 import $module
 
 
-def test_registers_the_explainer(register_plugin):
-    status = register_plugin($module, name="$name")
+def test_registers_the_explainer(register_plugin, xaibench_registry):
+    status = register_plugin($module, name="$name")  # added to the test's registry, removed afterwards
     assert "explainer:$name" in status.components
-    assert get_registry().create("explainer", "$name").params == {"absolute": True}
+    assert xaibench_registry.create("explainer", "$name").params == {"absolute": True}
 
 
 def test_explains_the_tiny_track(tiny_track):
@@ -140,8 +141,9 @@ prefix each command with `XAIBENCH_CHECKOUT/.venv/bin/`. Then, in this folder:
 Edit `$module/__init__.py`: replace `$cls.explain` (it computes gradient x input) with
 your method, declare its parameters in `default_params` and their rules in `param_specs`
 (checked when the explainer is built), and bump `version` whenever the maps change (it keys
-the cache). `xaibench.kit` has the helpers (inputs, targets, gradients, seeds, batched
-forwards); `docs/writing-plugins.md` in xaibench's source tree has every hook and the
+the cache). `xaibench.kit` has everything the plugin needs (the types, the hook marker,
+inputs, targets, gradients, seeds, batched forwards) and `xaibench.testing` everything its
+tests need; `docs/writing-plugins.md` in xaibench's source tree has every hook and the
 explainer contract.
 
 Licence: Apache-2.0.

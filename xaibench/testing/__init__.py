@@ -1,7 +1,9 @@
-"""The testing kit for plugin authors.
+"""The testing kit for plugin authors: with :mod:`xaibench.kit`, all a plugin's tests import.
 
 - :mod:`xaibench.testing.fixtures`: pytest fixtures (``xaibench_registry``, ``register_plugin``,
-  ``tiny_track``), loaded automatically through xaibench's ``pytest11`` entry point;
+  ``tiny_track``, ``builtin_registry``, ``installed_registry``, ``default_explainers``,
+  ``suite_metrics``, ``xaibench_cli``), loaded automatically through xaibench's ``pytest11``
+  entry point;
 - :mod:`xaibench.testing.tiny`: the tiny track (a random-weights CNN and synthetic squares) and
   :func:`~xaibench.testing.tiny.assert_saliency`, which checks maps with the runner's own check
   (:func:`xaibench.kit.check_saliency`);

@@ -12,18 +12,32 @@ Any project that has xaibench installed gets these fixtures without importing an
 - ``tiny_track``: a :class:`~xaibench.testing.tiny.TinyTrack` (a random-weights CNN and
   four synthetic images with masks) to run an explainer end to end in milliseconds:
   ``tiny_track.run(explainer)`` checks the explainer contract and returns the maps.
+- ``builtin_registry``: a registry of the built-in components only, shared by a test module,
+  to build built-in models and datasets (not installed as the process-wide registry).
+- ``installed_registry``: a registry as ``xaibench run`` builds it (the built-ins and every
+  installed distribution's entry points), shared by a test module: is a distribution discovered?
+- ``default_explainers``: the explainers ``xaibench run --explainer default`` runs.
+- ``suite_metrics``: ``suite_metrics(suite) -> {track: [metric, ...]}``, the metrics a run of
+  the suite scores when no ``--metric`` is given.
+- ``xaibench_cli``: ``xaibench_cli(*args, env=None) -> click.testing.Result`` runs the
+  command line in the test's process.
+
+A plugin's tests import :mod:`xaibench.kit` and :mod:`xaibench.testing` only: everything else
+they need comes through these fixtures.
 
 Importing this module is cheap (no torch): pytest loads it in every session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
+    from click.testing import Result
+
     from xaibench.plugins.manager import PluginStatus, Registry
     from xaibench.testing.tiny import TinyTrack
 
@@ -73,3 +87,64 @@ def tiny_track() -> TinyTrack:
     from xaibench.testing.tiny import tiny_track as build
 
     return build()
+
+
+@pytest.fixture(scope="module")
+def builtin_registry() -> Registry:
+    """A registry of xaibench's built-in components only (no entry points), shared by the test
+    module: build built-in models and datasets with it
+    (``builtin_registry.create("model", "shapes-cnn", variant="shapes")``). It is not installed
+    as the process-wide registry (``xaibench_registry`` is)."""
+    from xaibench.plugins.manager import Registry
+
+    return Registry(load_entry_points=False)
+
+
+@pytest.fixture(scope="module")
+def installed_registry() -> Registry:
+    """A registry as ``xaibench run`` builds it, shared by the test module: the built-ins plus
+    the ``xaibench`` entry points of every installed distribution (``XAIBENCH_LOAD_PLUGINS`` and
+    ``XAIBENCH_DISABLE_PLUGINS`` apply). Check that a distribution is discovered with
+    ``installed_registry.plugins[NAME]`` (its load status) and ``installed_registry.info(kind, name)``."""
+    from xaibench.plugins.manager import Registry
+
+    return Registry()
+
+
+@pytest.fixture
+def default_explainers(installed_registry: Registry) -> list[str]:
+    """The explainers ``xaibench run --explainer default`` runs, in order, with the installed
+    plugins (an explainer of the default set that is not installed is left out)."""
+    from xaibench.runner.run import resolve_explainers
+
+    return resolve_explainers(installed_registry, ["default"])
+
+
+@pytest.fixture
+def suite_metrics(installed_registry: Registry) -> Callable[[str], dict[str, list[str]]]:
+    """``suite_metrics(suite) -> {track: [metric, ...]}``: per track of the suite, the metrics
+    ``xaibench run --suite SUITE`` scores when no ``--metric`` is given (a metric with
+    ``default = False`` is among them only where the suite names it)."""
+    from xaibench.runner.run import resolve_metrics
+
+    def metrics(suite: str) -> dict[str, list[str]]:
+        tracks = installed_registry.create("suite", suite).tracks()
+        return {t.name: [m.name for m in resolve_metrics(installed_registry, t, None)] for t in tracks}
+
+    return metrics
+
+
+@pytest.fixture
+def xaibench_cli() -> Callable[..., Result]:
+    """``xaibench_cli(*args, env=None) -> click.testing.Result``: run the command line in the
+    test's process (``xaibench_cli("list", "explainers", "--json")``), with ``env`` added to the
+    environment for the call. An exception that escapes the command fails the test with its
+    traceback; check ``result.exit_code`` and ``result.output`` for the rest."""
+    from click.testing import CliRunner
+
+    from xaibench.cli import cli
+
+    def invoke(*args: str, env: Mapping[str, str] | None = None) -> Result:
+        return CliRunner(env=dict(env or {})).invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke

@@ -12,7 +12,6 @@ import torch
 from xaibench_captum import attributions
 from xaibench_captum.maps import reduce_channels, superpixels
 
-from xaibench.plugins.manager import Registry
 from xaibench.testing.contract import assert_explainer_contract, assert_seeded_per_sample, model_state
 from xaibench.testing.tiny import TinyTrack, tiny_track
 
@@ -33,34 +32,29 @@ FAST = {
 
 
 @pytest.fixture(scope="module")
-def builtins() -> Registry:
-    return Registry(load_entry_points=False)
-
-
-@pytest.fixture(scope="module")
 def tiny() -> TinyTrack:
     return tiny_track(n=4)
 
 
 @pytest.fixture(scope="module")
-def shapes(builtins: Registry) -> TinyTrack:
-    model = builtins.create("model", "shapes-cnn", variant="shapes")
-    return tiny_track(2, model=model, dataset=builtins.create("dataset", "shapes"))
+def shapes(builtin_registry) -> TinyTrack:
+    model = builtin_registry.create("model", "shapes-cnn", variant="shapes")
+    return tiny_track(2, model=model, dataset=builtin_registry.create("dataset", "shapes"))
 
 
 @pytest.fixture(scope="module")
-def photos(builtins: Registry) -> TinyTrack:
-    dataset = builtins.create("dataset", "photos", ids=["chelsea", "coffee"])
+def photos(builtin_registry) -> TinyTrack:
+    dataset = builtin_registry.create("dataset", "photos", ids=["chelsea", "coffee"])
     if len(dataset) < 2:
         pytest.skip(f"photos not available: {getattr(dataset, 'skipped', {})}")
-    return tiny_track(2, model=builtins.create("model", "efficientnet-lite0"), dataset=dataset)
+    return tiny_track(2, model=builtin_registry.create("model", "efficientnet-lite0"), dataset=dataset)
 
 
 # ----------------------------------------------------------------------------- discovery
 
 
-def test_registers_through_its_entry_point() -> None:
-    registry = Registry()
+def test_registers_through_its_entry_point(installed_registry) -> None:
+    registry = installed_registry
     status = registry.plugins.get("captum")
     assert status is not None, "xaibench-captum is not installed: pip install -e plugins/xaibench-captum"
     assert status.ok, status.error
@@ -134,9 +128,9 @@ def test_parameters_are_coerced_to_one_canonical_form() -> None:
 # ----------------------------------------------------------------------------- closed forms
 
 
-def test_saliency_equals_the_builtin_gradient(builtins: Registry, tiny: TinyTrack) -> None:
+def test_saliency_equals_the_builtin_gradient(builtin_registry, tiny: TinyTrack) -> None:
     np.testing.assert_allclose(
-        tiny.run(attributions.Saliency()), tiny.run(builtins.create("explainer", "gradient")), rtol=1e-6
+        tiny.run(attributions.Saliency()), tiny.run(builtin_registry.create("explainer", "gradient")), rtol=1e-6
     )
 
 

@@ -6,8 +6,7 @@ in :mod:`xaibench_captum.attributions` and import Captum only when they run.
 
 from __future__ import annotations
 
-from xaibench import hookimpl
-from xaibench.api import Register
+from xaibench.kit import Register, hookimpl
 
 __version__ = "0.1.0"
 

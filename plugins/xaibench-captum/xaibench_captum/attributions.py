@@ -29,17 +29,13 @@ from threadpoolctl import threadpool_limits
 
 from xaibench.kit import (
     BASELINES,
-    ExplainContext,
+    AttributionExplainer,
+    ExplainBatch,
     Explainer,
     Model,
     Param,
-    as_inputs,
-    as_maps,
-    as_targets,
     baseline_input,
     forward_batch,
-    isolated_grads,
-    sample_seeds,
     seeded,
 )
 from xaibench_captum.maps import REDUCTIONS, pixel_images, reduce_channels, superpixels
@@ -59,45 +55,21 @@ SEGMENTS = {
 }
 
 
-class CaptumExplainer(Explainer):
-    """Base of the Captum explainers: per-image seeds, leak-free gradient state, shape checks."""
+class CaptumExplainer(AttributionExplainer):
+    """Base of the Captum explainers: each implements ``attribute(model, batch)`` with one Captum
+    method; the kit's base class checks the inputs and maps, derives the per-image seeds and
+    keeps the model's gradient state untouched."""
 
     version = VERSION
     licence = "Apache-2.0"
     needs: ClassVar[tuple[str, ...]] = ("gradients",)
 
-    def explain(
-        self,
-        model: Model,
-        inputs: Any,
-        targets: Any,
-        *,
-        seed: int = 0,
-        context: ExplainContext | None = None,
-    ) -> np.ndarray:
-        x = as_inputs(inputs)
-        t = as_targets(targets, int(x.shape[0]))
-        seeds = sample_seeds(seed, self.name, int(x.shape[0]), context)
-        with isolated_grads(model.module):
-            maps = self.attribute(model, x, t, seeds)
-        return as_maps(maps, x, self.name)
-
-    def attribute(self, model: Model, x: torch.Tensor, targets: torch.Tensor, seeds: list[int]) -> np.ndarray:
-        """``(B, S, S)`` maps for normalised inputs ``x``; ``seeds`` has one seed per image."""
-        raise NotImplementedError
-
-    def per_image(
-        self,
-        x: torch.Tensor,
-        targets: torch.Tensor,
-        seeds: list[int],
-        fn: Callable[[torch.Tensor, int], torch.Tensor],
-    ) -> torch.Tensor:
+    def per_image(self, batch: ExplainBatch, fn: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
         """Run ``fn(x_i[None], target_i)`` image by image under that image's seed."""
         parts = []
-        for i, s in enumerate(seeds):
+        for i, s in enumerate(batch.seeds):
             with seeded(s):
-                parts.append(fn(x[i : i + 1], int(targets[i])))
+                parts.append(fn(batch.x[i : i + 1], int(batch.targets[i])))
         return torch.cat(parts)
 
 
@@ -114,9 +86,10 @@ class Saliency(CaptumExplainer):
     default_params: ClassVar[dict[str, Any]] = {"reduce": "max_abs"}
     param_specs: ClassVar[dict[str, Param]] = dict(REDUCE)
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
         from captum.attr import Saliency as Method
 
+        x, targets = batch.x, batch.targets
         grads = Method(model.module).attribute(x, target=targets, abs=False)
         return reduce_channels(grads, self.params["reduce"])
 
@@ -129,9 +102,10 @@ class InputXGradient(CaptumExplainer):
     default_params: ClassVar[dict[str, Any]] = {"reduce": "sum"}
     param_specs: ClassVar[dict[str, Param]] = dict(REDUCE)
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
         from captum.attr import InputXGradient as Method
 
+        x, targets = batch.x, batch.targets
         return reduce_channels(Method(model.module).attribute(x, target=targets), self.params["reduce"])
 
 
@@ -146,9 +120,10 @@ class GuidedBackprop(CaptumExplainer):
     default_params: ClassVar[dict[str, Any]] = {"reduce": "max_abs"}
     param_specs: ClassVar[dict[str, Param]] = dict(REDUCE)
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
         from captum.attr import GuidedBackprop as Method
 
+        x, targets = batch.x, batch.targets
         return reduce_channels(Method(model.module).attribute(x, target=targets), self.params["reduce"])
 
 
@@ -161,9 +136,10 @@ class IntegratedGradients(CaptumExplainer):
     default_params: ClassVar[dict[str, Any]] = {"n_steps": 16, "baseline": "zero", "reduce": "sum"}
     param_specs: ClassVar[dict[str, Param]] = {"n_steps": Param(int, low=1, high=4096), **BASELINE, **REDUCE}
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
         from captum.attr import IntegratedGradients as Method
 
+        x, targets = batch.x, batch.targets
         attributions = Method(model.module).attribute(
             x,
             baselines=baseline_input(self.params["baseline"], x, model),
@@ -185,9 +161,10 @@ class DeepLift(CaptumExplainer):
     default_params: ClassVar[dict[str, Any]] = {"baseline": "zero", "reduce": "sum"}
     param_specs: ClassVar[dict[str, Param]] = {**BASELINE, **REDUCE}
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
         from captum.attr import DeepLift as Method
 
+        x, targets = batch.x, batch.targets
         attributions = Method(model.module).attribute(
             x, baselines=baseline_input(self.params["baseline"], x, model), target=targets
         )
@@ -215,7 +192,7 @@ class GradientShap(CaptumExplainer):
         **REDUCE,
     }
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
         from captum.attr import GradientShap as Method
 
         method = Method(model.module)
@@ -231,7 +208,7 @@ class GradientShap(CaptumExplainer):
                 target=target,
             )
 
-        return reduce_channels(self.per_image(x, targets, seeds, one), self.params["reduce"])
+        return reduce_channels(self.per_image(batch, one), self.params["reduce"])
 
 
 class SmoothGrad(CaptumExplainer):
@@ -248,7 +225,7 @@ class SmoothGrad(CaptumExplainer):
         **REDUCE,
     }
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
         from captum.attr import NoiseTunnel
         from captum.attr import Saliency as Method
 
@@ -266,7 +243,7 @@ class SmoothGrad(CaptumExplainer):
                 abs=True,
             )
 
-        return reduce_channels(self.per_image(x, targets, seeds, one), self.params["reduce"])
+        return reduce_channels(self.per_image(batch, one), self.params["reduce"])
 
 
 # ----------------------------------------------------------------------------- perturbations
@@ -299,9 +276,10 @@ class Occlusion(CaptumExplainer):
         **OUTPUT,
     }
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
         from captum.attr import Occlusion as Method
 
+        x, targets = batch.x, batch.targets
         side = int(x.shape[-1])
         window = max(1, round(self.params["window"] * side))
         stride = max(1, round(self.params["stride"] * side))
@@ -353,12 +331,13 @@ class _SuperpixelExplainer(CaptumExplainer):
     def _method(self, forward: Callable[[torch.Tensor], torch.Tensor]) -> Any:
         raise NotImplementedError
 
-    def attribute(self, model, x, targets, seeds):
+    def attribute(self, model, batch):
+        x, targets = batch.x, batch.targets
         images = pixel_images(x, model)
         method = self._method(_forward(model, self.params["output"]))
         refs = baseline_input(self.params["baseline"], x, model)
         maps = []
-        for i, s in enumerate(seeds):
+        for i, s in enumerate(batch.seeds):
             labels = superpixels(
                 images[i], self.params["segmentation"], self.params["n_segments"], self.params["compactness"]
             )

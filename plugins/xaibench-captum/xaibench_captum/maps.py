@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from xaibench.imaging import from_model_input
-from xaibench.kit import Model
+from xaibench.kit import Model, from_model_input
 
 REDUCTIONS = ("sum", "abs_sum", "max_abs")
 

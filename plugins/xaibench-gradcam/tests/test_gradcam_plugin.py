@@ -15,7 +15,6 @@ from scipy.ndimage import distance_transform_edt
 from xaibench_gradcam import cams
 from xaibench_gradcam.reshape import vit_reshape
 
-from xaibench.plugins.manager import Registry
 from xaibench.testing.contract import assert_explainer_contract, model_state
 from xaibench.testing.tiny import TinyCNN, TinyTrack, tiny_track
 
@@ -28,34 +27,29 @@ FAST = {"scorecam": {"max_channels": 4}, "ablationcam": {"max_channels": 4}}
 
 
 @pytest.fixture(scope="module")
-def builtins() -> Registry:
-    return Registry(load_entry_points=False)
-
-
-@pytest.fixture(scope="module")
 def tiny() -> TinyTrack:
     return tiny_track(n=4)
 
 
 @pytest.fixture(scope="module")
-def shapes(builtins: Registry) -> TinyTrack:
-    model = builtins.create("model", "shapes-cnn", variant="shapes")
-    return tiny_track(64, model=model, dataset=builtins.create("dataset", "shapes"))
+def shapes(builtin_registry) -> TinyTrack:
+    model = builtin_registry.create("model", "shapes-cnn", variant="shapes")
+    return tiny_track(64, model=model, dataset=builtin_registry.create("dataset", "shapes"))
 
 
 @pytest.fixture(scope="module")
-def photos(builtins: Registry) -> TinyTrack:
-    dataset = builtins.create("dataset", "photos", ids=["chelsea", "coffee"])
+def photos(builtin_registry) -> TinyTrack:
+    dataset = builtin_registry.create("dataset", "photos", ids=["chelsea", "coffee"])
     if len(dataset) < 2:
         pytest.skip(f"photos not available: {getattr(dataset, 'skipped', {})}")
-    return tiny_track(2, model=builtins.create("model", "efficientnet-lite0"), dataset=dataset)
+    return tiny_track(2, model=builtin_registry.create("model", "efficientnet-lite0"), dataset=dataset)
 
 
 # ----------------------------------------------------------------------------- discovery
 
 
-def test_registers_through_its_entry_point() -> None:
-    registry = Registry()
+def test_registers_through_its_entry_point(installed_registry) -> None:
+    registry = installed_registry
     status = registry.plugins.get("gradcam")
     assert status is not None, "xaibench-gradcam is not installed: pip install -e plugins/xaibench-gradcam"
     assert status.ok, status.error
@@ -99,9 +93,9 @@ def _pointing_hits(maps: np.ndarray, track: TinyTrack) -> np.ndarray:
     return np.asarray(hits, dtype=float)
 
 
-def test_gradcam_beats_random_on_the_pointing_game(builtins: Registry, shapes: TinyTrack) -> None:
+def test_gradcam_beats_random_on_the_pointing_game(builtin_registry, shapes: TinyTrack) -> None:
     rates = {}
-    for name, make in (("gradcam", cams.GradCAM), ("random", lambda: builtins.create("explainer", "random"))):
+    for name, make in (("gradcam", cams.GradCAM), ("random", lambda: builtin_registry.create("explainer", "random"))):
         maps = np.concatenate([shapes.select(slice(i, i + 16)).run(make()) for i in (0, 16, 32, 48)])
         rates[name] = _pointing_hits(maps, shapes).mean()
     assert len(shapes.samples) == 64
@@ -238,9 +232,9 @@ def test_vit_reshape(tiny: TinyTrack) -> None:
     np.testing.assert_array_equal(cams.GradCAM().explain(model, tiny.inputs, tiny.targets), maps)
 
 
-def test_timm_vit_token_maps_reshape_without_a_setting(builtins: Registry, tiny: TinyTrack) -> None:
+def test_timm_vit_token_maps_reshape_without_a_setting(builtin_registry, tiny: TinyTrack) -> None:
     # timm's ViTs declare num_prefix_tokens: reshape="model" folds their tokens with no setting
-    model = builtins.create(
+    model = builtin_registry.create(
         "model", "timm", arch="test_vit", pretrained=False, num_classes=3, target_layers=["blocks.5.norm1"]
     )
     track = tiny_track(2, model=model, dataset=tiny.dataset)

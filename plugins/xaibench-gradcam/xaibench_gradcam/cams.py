@@ -14,23 +14,14 @@ is removed afterwards, so the model leaves exactly as it came.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from importlib import metadata
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from xaibench.kit import (
-    ExplainContext,
-    Explainer,
-    Model,
-    Param,
-    as_inputs,
-    as_maps,
-    as_targets,
-    isolated_grads,
-    resolve_target_layers,
-)
+from xaibench.kit import AttributionExplainer, ExplainBatch, Explainer, Model, Param, resolve_target_layers
 from xaibench_gradcam.reshape import reshape_for
 
 LIBRARY_VERSION = metadata.version("grad-cam")
@@ -42,8 +33,9 @@ RESHAPE = {"reshape": Param(str, choices=("model", "none", "vit"))}
 MAX_CHANNELS = {"max_channels": Param(int, low=1, high=100_000, optional=True)}
 
 
-class CamExplainer(Explainer):
-    """Base of the CAM explainers: one pytorch-grad-cam class each.
+class CamExplainer(AttributionExplainer):
+    """Base of the CAM explainers: one pytorch-grad-cam class each (the kit's base class checks
+    the inputs and maps and keeps the model's gradient state untouched).
 
     ``aug_smooth``: average over test-time augmentation (flip x 3 brightness; 6x cost).
     ``eigen_smooth``: first principal component of the weighted activations.
@@ -77,19 +69,10 @@ class CamExplainer(Explainer):
             "eigen_smooth": bool(self.params.get("eigen_smooth", False)),
         }
 
-    def explain(
-        self,
-        model: Model,
-        inputs: Any,
-        targets: Any,
-        *,
-        seed: int = 0,
-        context: ExplainContext | None = None,
-    ) -> np.ndarray:
+    def attribute(self, model: Model, batch: ExplainBatch) -> np.ndarray:
         from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 
-        x = as_inputs(inputs)
-        classes = as_targets(targets, int(x.shape[0])).tolist()
+        x, classes = batch.x, batch.targets.tolist()
         layers = resolve_target_layers(model, self.name) if "target_layer" in self.needs else []
         override = self.params.get("target_layer")
         if layers and override:  # a dotted path into model.module overrides the model's target layers
@@ -98,7 +81,7 @@ class CamExplainer(Explainer):
             except AttributeError:
                 raise ValueError(f"{self.name}: target_layer {override!r} is not a submodule of the model") from None
         reshape = reshape_for(model, self.params.get("reshape", "none"))
-        with isolated_grads(model.module), torch.set_grad_enabled(self.uses_gradients):
+        with torch.set_grad_enabled(self.uses_gradients):
             if self.uses_gradients and self.input_grad:
                 x.requires_grad_(True)
             cam = self._build(model.module, layers, reshape)
@@ -113,7 +96,7 @@ class CamExplainer(Explainer):
                 raise
             finally:
                 cam.activations_and_grads.release()
-        return as_maps(maps, x, self.name)
+        return maps
 
 
 class GradCAM(CamExplainer):
@@ -244,12 +227,15 @@ class FullGrad(CamExplainer):
 
         return LeanFullGrad(module)
 
-    def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context=None) -> np.ndarray:
-        # FullGrad makes the input a leaf that requires grad itself; hand it a plain tensor.
+    def attribute(self, model: Model, batch: ExplainBatch) -> np.ndarray:
+        # FullGrad makes the input a leaf that requires grad itself; hand it a plain tensor (a copy).
         # One image per call: the library keeps every bias layer's gradients in memory.
-        x = as_inputs(inputs)
-        classes = as_targets(targets, int(x.shape[0])).tolist()
-        parts = [super(FullGrad, self).explain(model, x[i : i + 1], classes[i : i + 1]) for i in range(len(classes))]
+        x = batch.x
+        parts = []
+        for i in range(int(x.shape[0])):
+            one = slice(i, i + 1)
+            part = replace(batch, x=x[one].clone(), targets=batch.targets[one], seeds=batch.seeds[one])
+            parts.append(super().attribute(model, part))
         return np.concatenate(parts) if parts else np.zeros((0, *x.shape[-2:]), dtype=np.float32)
 
 
@@ -264,17 +250,14 @@ class DeepFeatureFactorization(CamExplainer):
     default_params: ClassVar[dict[str, Any]] = {"n_components": 5, "reshape": "model"}
     param_specs: ClassVar[dict[str, Param]] = {"n_components": Param(int, low=1, high=64), **RESHAPE}
 
-    def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context=None) -> np.ndarray:
+    def attribute(self, model: Model, batch: ExplainBatch) -> np.ndarray:
         from xaibench_gradcam._lib import class_dff
 
-        x = as_inputs(inputs)
-        classes = as_targets(targets, int(x.shape[0])).tolist()
+        x, classes = batch.x, batch.targets.tolist()
         layers = resolve_target_layers(model, self.name)
         reshape = reshape_for(model, self.params["reshape"])
-        with isolated_grads(model.module):
-            x.requires_grad_(True)
-            maps = class_dff(model.module, layers[-1], reshape, x, classes, self.params["n_components"])
-        return as_maps(maps, x, self.name)
+        x.requires_grad_(True)
+        return class_dff(model.module, layers[-1], reshape, x, classes, self.params["n_components"])
 
 
 EXPLAINERS: tuple[type[Explainer], ...] = (

@@ -12,13 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from click.testing import CliRunner
 from xaibench_quantus.metrics import METRICS, group_size
 
-from xaibench.api import ExplainContext, GroundTruth, MetricInput, Sample
-from xaibench.imaging import resize_bilinear
-from xaibench.kit import derive_seed, seeded
-from xaibench.plugins.manager import Registry
+from xaibench.kit import ExplainContext, GroundTruth, MetricInput, Sample, derive_seed, resize_bilinear, seeded
 from xaibench.testing.contract import model_state
 from xaibench.testing.tiny import TinyTrack, tiny_track
 
@@ -39,18 +35,13 @@ EXPECTED = {  # id: (Quantus class, family)
 
 
 @pytest.fixture(scope="module")
-def registry() -> Registry:
-    return Registry()
-
-
-@pytest.fixture(scope="module")
 def track() -> TinyTrack:
     return tiny_track(n=3)
 
 
 @pytest.fixture(scope="module")
-def gradient(registry: Registry) -> Any:
-    return registry.create("explainer", "gradient")
+def gradient(builtin_registry) -> Any:
+    return builtin_registry.create("explainer", "gradient")
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +112,8 @@ def test_each_metric_equals_quantus_called_directly(name, track, maps, gradient)
     assert model_state(track.model.module) == before
 
 
-def test_registers_through_its_entry_point(registry: Registry) -> None:
+def test_registers_through_its_entry_point(installed_registry) -> None:
+    registry = installed_registry
     status = registry.plugins.get("quantus")
     assert status is not None, "xaibench-quantus is not installed: pip install -e plugins/xaibench-quantus"
     assert status.ok, status.error
@@ -134,10 +126,8 @@ def test_registers_through_its_entry_point(registry: Registry) -> None:
         assert cls.direction == getattr(quantus, cls_name).score_direction.value  # Quantus' own direction
 
 
-def test_list_metrics_shows_the_quantus_metrics_with_directions() -> None:
-    from xaibench.cli import cli
-
-    result = CliRunner().invoke(cli, ["list", "metrics", "--json"])
+def test_list_metrics_shows_the_quantus_metrics_with_directions(xaibench_cli) -> None:
+    result = xaibench_cli("list", "metrics", "--json")
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.output)}
     shown = {name: (row["family"], row["direction"]) for name, row in rows.items() if name.startswith("quantus_")}
@@ -203,9 +193,9 @@ def test_monotonicity_group_size_divides_the_pixels() -> None:
     assert group_size((1, 3, 224, 224), 32) == 3584 and (224 * 224) % 3584 == 0
 
 
-def test_built_in_suites_leave_the_quantus_metrics_out(registry: Registry) -> None:
-    from xaibench.runner.run import resolve_metrics
-
+def test_built_in_suites_leave_the_quantus_metrics_out(suite_metrics) -> None:
     for suite in ("default", "full"):
-        for spec in registry.create("suite", suite).tracks():
-            assert not [m.name for m in resolve_metrics(registry, spec, None) if m.name.startswith("quantus_")]
+        tracks = suite_metrics(suite)
+        assert tracks and all(tracks.values()), f"suite {suite!r}: no track or no metric"
+        for track, metrics in tracks.items():
+            assert not [m for m in metrics if m.startswith("quantus_")], f"{suite}/{track} scores Quantus metrics"

@@ -6,8 +6,7 @@ when a metric scores (it takes seconds to import), so listing metrics stays fast
 
 from __future__ import annotations
 
-from xaibench.api import Register
-from xaibench.kit import hookimpl
+from xaibench.kit import Register, hookimpl
 
 __version__ = "0.1.0"
 

@@ -30,9 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import ExplainContext, Metric, MetricInput, MetricOutput, Sample
-from xaibench.imaging import resize_bilinear
-from xaibench.kit import derive_seed, seeded
+from xaibench.kit import ExplainContext, Metric, MetricInput, MetricOutput, Sample, derive_seed, resize_bilinear, seeded
 
 PLUGIN_VERSION = "0.1.0"
 

@@ -13,9 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xaibench.api import Explainer, MetricInput
-from xaibench.imaging import resize_bilinear
-from xaibench.kit import Param
+from xaibench.kit import Explainer, MetricInput, Param, resize_bilinear
 from xaibench_quantus.adapter import Call, QuantusMetric, SwappedModel
 
 

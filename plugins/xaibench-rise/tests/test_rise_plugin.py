@@ -11,7 +11,6 @@ import pytest
 import torch
 from xaibench_rise.rise import Rise, rise_masks
 
-from xaibench.plugins.manager import Registry
 from xaibench.testing.contract import assert_explainer_contract, assert_seeded_per_sample, model_state
 from xaibench.testing.tiny import TinyCNN, TinyTrack, tiny_track
 
@@ -19,17 +18,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="module")
-def builtins() -> Registry:
-    return Registry(load_entry_points=False)
-
-
-@pytest.fixture(scope="module")
 def tiny() -> TinyTrack:
     return tiny_track(n=4)
 
 
-def test_registers_through_its_entry_point() -> None:
-    registry = Registry()
+def test_registers_through_its_entry_point(installed_registry) -> None:
+    registry = installed_registry
     status = registry.plugins.get("rise")
     assert status is not None, "xaibench-rise is not installed: pip install -e plugins/xaibench-rise"
     assert status.ok, status.error
@@ -40,19 +34,19 @@ def test_registers_through_its_entry_point() -> None:
     assert Rise.default_params == Rise().params
 
 
-def test_runs_on_the_shapes_cnn(builtins: Registry) -> None:
-    model = builtins.create("model", "shapes-cnn", variant="shapes")
-    track = tiny_track(2, model=model, dataset=builtins.create("dataset", "shapes"))
+def test_runs_on_the_shapes_cnn(builtin_registry) -> None:
+    model = builtin_registry.create("model", "shapes-cnn", variant="shapes")
+    track = tiny_track(2, model=model, dataset=builtin_registry.create("dataset", "shapes"))
     before = model_state(model.module)
     assert track.run(Rise()).shape == (2, 64, 64)
     assert model_state(model.module) == before
 
 
-def test_runs_on_efficientnet_lite0(builtins: Registry) -> None:
-    dataset = builtins.create("dataset", "photos", ids=["chelsea", "coffee"])
+def test_runs_on_efficientnet_lite0(builtin_registry) -> None:
+    dataset = builtin_registry.create("dataset", "photos", ids=["chelsea", "coffee"])
     if len(dataset) < 2:
         pytest.skip(f"photos not available: {getattr(dataset, 'skipped', {})}")
-    track = tiny_track(2, model=builtins.create("model", "efficientnet-lite0"), dataset=dataset)
+    track = tiny_track(2, model=builtin_registry.create("model", "efficientnet-lite0"), dataset=dataset)
     before = model_state(track.model.module)
     assert track.run(Rise(n_masks=32)).shape == (2, 224, 224)
     assert model_state(track.model.module) == before

@@ -5,8 +5,7 @@ Registered through the ``xaibench`` entry point ``rise``. Needs only torch and n
 
 from __future__ import annotations
 
-from xaibench import hookimpl
-from xaibench.api import Register
+from xaibench.kit import Register, hookimpl
 
 __version__ = "0.1.0"
 

@@ -26,12 +26,11 @@ import torch.nn.functional as F
 
 from xaibench.kit import (
     BASELINES,
-    ExplainContext,
+    AttributionExplainer,
+    ExplainBatch,
     Explainer,
     Model,
     Param,
-    as_inputs,
-    as_targets,
     baseline_input,
     chunks,
     derive_seed,
@@ -54,7 +53,7 @@ def rise_masks(n_masks: int, size: int, grid: int, p: float, seed: int) -> torch
     return torch.from_numpy(np.ascontiguousarray(crops, dtype=np.float32))
 
 
-class Rise(Explainer):
+class Rise(AttributionExplainer):
     """RISE (Petsiuk et al. 2018): probability-weighted sum of random smooth masks."""
 
     name = "rise"
@@ -82,24 +81,15 @@ class Rise(Explainer):
             self._masks[key] = rise_masks(self.params["n_masks"], size, self.params["grid"], self.params["p"], seed)
         return self._masks[key]
 
-    def explain(
-        self,
-        model: Model,
-        inputs: Any,
-        targets: Any,
-        *,
-        seed: int = 0,
-        context: ExplainContext | None = None,
-    ) -> np.ndarray:
-        x = as_inputs(inputs)
-        classes = as_targets(targets, int(x.shape[0])).tolist()
+    def attribute(self, model: Model, batch: ExplainBatch) -> np.ndarray:
+        x = batch.x
         size = int(x.shape[-1])
-        masks = self.masks(size, seed)
+        masks = self.masks(size, batch.seed)  # the run's seed: every image gets the same masks
         flat = masks.reshape(masks.shape[0], -1)
         base = baseline_input(self.params["baseline"], x[:1], model)
         maps = np.zeros((x.shape[0], size, size), dtype=np.float32)
         with torch.no_grad():
-            for b, target in enumerate(classes):
+            for b, target in enumerate(batch.targets.tolist()):
                 scores = []
                 for part in chunks(masks.shape[0], forward_batch(size)):
                     probs = torch.softmax(model.module(base + (x[b : b + 1] - base) * masks[part, None]).float(), dim=1)

@@ -12,12 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from click.testing import CliRunner
 from xaibench_vit.rollout import AttentionRollout, attention_modules, rollout
 from xaibench_vit.suite import VitSuite
 
-from xaibench.cli import cli
-from xaibench.plugins.manager import Registry
 from xaibench.testing.contract import assert_explainer_contract
 from xaibench.testing.tiny import TinyCNN, TinyTrack, tiny_track
 
@@ -43,8 +40,8 @@ def vit_track() -> TinyTrack:
     return tiny_track(4, model=_toy_vit())
 
 
-def test_registers_through_its_entry_point() -> None:
-    registry = Registry()
+def test_registers_through_its_entry_point(installed_registry) -> None:
+    registry = installed_registry
     status = registry.plugins.get("vit")
     assert status is not None, "xaibench-vit is not installed: pip install -e plugins/xaibench-vit"
     assert status.ok, status.error
@@ -117,12 +114,12 @@ def test_bad_parameters_give_clear_errors(params: dict, message: str) -> None:
         AttentionRollout(**params)
 
 
-def test_the_vit_suite_runs_offline_with_rollout_and_a_cam(tmp_path: Path) -> None:
+def test_the_vit_suite_runs_offline_with_rollout_and_a_cam(tmp_path: Path, xaibench_cli) -> None:
     pytest.importorskip("xaibench_gradcam", reason="the CAM comes from xaibench-gradcam: pip install -e it")
     args = ["run", "--suite", "vit", "-e", "attention-rollout,gradcam", "--metric", "iou", "--quiet"]
     args += ["--workdir", str(tmp_path / "w"), "--submissions", str(tmp_path / "s")]
     args += ["--leaderboard-dir", str(tmp_path / "lb")]
-    result = CliRunner(env={"HF_HUB_OFFLINE": "1"}).invoke(cli, args, catch_exceptions=False)
+    result = xaibench_cli(*args, env={"HF_HUB_OFFLINE": "1"})
     assert result.exit_code == 0, result.output
     with (tmp_path / "lb" / "leaderboard.csv").open() as fh:
         rows = [r for r in csv.DictReader(fh) if r["track"] == "vit-shapes" and r["metric"] == "iou"]

@@ -21,11 +21,10 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xaibench.kit import ExplainContext, Explainer, Model, Param, as_inputs, as_maps
+from xaibench.kit import AttributionExplainer, ExplainBatch, Model, Param, as_inputs
 
 HEAD_FUSIONS: tuple[str, ...] = ("mean", "max", "min")
 
@@ -94,7 +93,7 @@ def token_grid(flow: torch.Tensor, prefix_tokens: int) -> torch.Tensor:
     return row.reshape(-1, side, side)
 
 
-class AttentionRollout(Explainer):
+class AttentionRollout(AttributionExplainer):
     """Attention rollout (Abnar & Zuidema 2020) for timm vision transformers; class-agnostic."""
 
     name = "attention-rollout"
@@ -116,16 +115,8 @@ class AttentionRollout(Explainer):
         prefix = int(getattr(model.module, "num_prefix_tokens", 1))
         return token_grid(flow, prefix)
 
-    def explain(
-        self,
-        model: Model,
-        inputs: Any,
-        targets: Any,
-        *,
-        seed: int = 0,
-        context: ExplainContext | None = None,
-    ) -> np.ndarray:
-        x = as_inputs(inputs)
+    def attribute(self, model: Model, batch: ExplainBatch) -> torch.Tensor:
+        x = batch.x
         grid = self.grid(model, x).float()
         maps = F.interpolate(grid[:, None], size=tuple(x.shape[-2:]), mode="bilinear", align_corners=False)[:, 0]
-        return as_maps(maps.cpu(), x, self.name)
+        return maps.cpu()

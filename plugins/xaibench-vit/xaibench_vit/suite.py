@@ -11,7 +11,7 @@ logits, so their gradients are zero there.
 
 from __future__ import annotations
 
-from xaibench.api import Suite, TrackSpec
+from xaibench.kit import Suite, TrackSpec
 
 ARCH = "test_vit"
 CAM_LAYER = "blocks.5.norm1"

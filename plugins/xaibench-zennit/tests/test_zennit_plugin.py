@@ -15,8 +15,6 @@ from xaibench_zennit import lrp
 from xaibench_zennit.canonize import batch_norm_pairs
 
 from xaibench.kit import input_gradients
-from xaibench.plugins.manager import Registry
-from xaibench.runner.run import resolve_explainers
 from xaibench.testing.contract import assert_explainer_contract, model_state
 from xaibench.testing.tiny import TinyCNN, TinyTrack, tiny_track
 
@@ -24,11 +22,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 EXPLAINERS = {cls.name: cls for cls in lrp.EXPLAINERS}
 NAMES = sorted(EXPLAINERS)
-
-
-@pytest.fixture(scope="module")
-def builtins() -> Registry:
-    return Registry(load_entry_points=False)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +50,10 @@ def _model(net: nn.Module, size: int = 8) -> TinyCNN:
 # ----------------------------------------------------------------------------- discovery
 
 
-def test_registers_through_its_entry_point_and_stays_out_of_the_default_set() -> None:
-    registry = Registry()
+def test_registers_through_its_entry_point_and_stays_out_of_the_default_set(
+    installed_registry, default_explainers
+) -> None:
+    registry = installed_registry
     status = registry.plugins.get("zennit")
     assert status is not None, "xaibench-zennit is not installed: pip install -e plugins/xaibench-zennit"
     assert status.ok, status.error
@@ -69,15 +64,15 @@ def test_registers_through_its_entry_point_and_stays_out_of_the_default_set() ->
         assert (info.distribution, info.plugin, info.licence) == ("xaibench-zennit", "zennit", "Apache-2.0")
         assert info.version.endswith(f"+zennit.{lrp.LIBRARY_VERSION}") and info.description
         assert EXPLAINERS[name].default_params == EXPLAINERS[name]().params, f"{name}: defaults must validate"
-    assert not set(NAMES) & set(resolve_explainers(registry, ["default"]))
+    assert default_explainers and not set(NAMES) & set(default_explainers)
 
 
 # ----------------------------------------------------------------------------- real models
 
 
-def test_runs_on_the_shapes_cnn(builtins: Registry) -> None:
-    model = builtins.create("model", "shapes-cnn", variant="shapes")
-    track = tiny_track(2, model=model, dataset=builtins.create("dataset", "shapes"))
+def test_runs_on_the_shapes_cnn(builtin_registry) -> None:
+    model = builtin_registry.create("model", "shapes-cnn", variant="shapes")
+    track = tiny_track(2, model=model, dataset=builtin_registry.create("dataset", "shapes"))
     before = _state(model.module)
     for name in NAMES:
         assert track.run(EXPLAINERS[name]()).shape == (2, 64, 64)
@@ -85,11 +80,11 @@ def test_runs_on_the_shapes_cnn(builtins: Registry) -> None:
     assert not np.array_equal(track.run(lrp.LRPEpsilonPlusFlat(canonize=False)), track.run(lrp.LRPEpsilonPlusFlat()))
 
 
-def test_runs_on_efficientnet_lite0(builtins: Registry) -> None:
-    dataset = builtins.create("dataset", "photos", ids=["chelsea"])
+def test_runs_on_efficientnet_lite0(builtin_registry) -> None:
+    dataset = builtin_registry.create("dataset", "photos", ids=["chelsea"])
     if len(dataset) < 1:
         pytest.skip(f"photos not available: {getattr(dataset, 'skipped', {})}")
-    track = tiny_track(1, model=builtins.create("model", "efficientnet-lite0"), dataset=dataset)
+    track = tiny_track(1, model=builtin_registry.create("model", "efficientnet-lite0"), dataset=dataset)
     assert len(batch_norm_pairs(track.model.module)) == 49  # every batch norm, behind padded convolutions too
     before = _state(track.model.module)
     for name in ("lrp-epsilon-plus-flat", "lrp-epsilon-gamma-box", "excitation-backprop"):

@@ -6,8 +6,7 @@ Registered through the ``xaibench`` entry point ``zennit``; the explainer classe
 
 from __future__ import annotations
 
-from xaibench import hookimpl
-from xaibench.api import Register
+from xaibench.kit import Register, hookimpl
 
 __version__ = "0.1.0"
 

@@ -22,21 +22,9 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 
-from xaibench.kit import (
-    ExplainContext,
-    Explainer,
-    Model,
-    Param,
-    as_inputs,
-    as_maps,
-    as_targets,
-    chunks,
-    forward_batch,
-    isolated_grads,
-)
+from xaibench.kit import AttributionExplainer, ExplainBatch, Explainer, Model, Param, chunks, forward_batch
 from xaibench_zennit.canonize import batch_norm_canonizers
 
 LIBRARY_VERSION = metadata.version("zennit")
@@ -85,7 +73,7 @@ def pixel_bounds(model: Model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     return (0.0 - mean) / std, (1.0 - mean) / std
 
 
-class ZennitLRP(Explainer):
+class ZennitLRP(AttributionExplainer):
     """LRP with any zennit composite of :data:`COMPOSITES` (``composite`` parameter)."""
 
     name = "zennit-lrp"
@@ -122,27 +110,18 @@ class ZennitLRP(Explainer):
             canonizers=canonizers,
         )
 
-    def explain(
-        self,
-        model: Model,
-        inputs: Any,
-        targets: Any,
-        *,
-        seed: int = 0,
-        context: ExplainContext | None = None,
-    ) -> np.ndarray:
-        x = as_inputs(inputs)
-        t = as_targets(targets, int(x.shape[0])).to(x.device)
+    def attribute(self, model: Model, batch: ExplainBatch) -> torch.Tensor:
+        x, t = batch.x, batch.targets
         maps = []
         composite = self.composite_for(model, x)
-        with isolated_grads(model.module), torch.enable_grad(), composite.context(model.module) as modified:
+        with torch.enable_grad(), composite.context(model.module) as modified:
             for part in chunks(int(x.shape[0]), forward_batch(int(x.shape[-1]))):
                 xs = x[part].clone().requires_grad_(True)
                 out = modified(xs)
                 one_hot = torch.zeros_like(out).scatter_(1, t[part].view(-1, 1), 1.0)
                 (relevance,) = torch.autograd.grad(out, xs, grad_outputs=one_hot)
                 maps.append(relevance.detach().sum(dim=1).cpu())
-        return as_maps(torch.cat(maps) if maps else torch.zeros(0, *x.shape[-2:]), x, self.name)
+        return torch.cat(maps) if maps else torch.zeros(0, *x.shape[-2:])
 
 
 class LRPEpsilonPlusFlat(ZennitLRP):
