@@ -31,7 +31,7 @@ from xaibench.api import Explainer
 from xaibench.cli import cli
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
-from xaibench.runner import workers
+from xaibench.runner import scheduling, workers
 from xaibench.runner.run import RunConfig, Runner, run
 
 TIMEOUT = 3.0
@@ -379,7 +379,7 @@ def test_bad_parameters_still_stop_the_run_before_any_work(tmp_path: Path, regis
 def test_a_constructor_that_hangs_is_killed_and_the_run_goes_on(
     tmp_path: Path, registry: manager.Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(workers, "SETUP_SECONDS", 0.0)  # constructors get the explainer timeout (3 s)
+    monkeypatch.setattr(scheduling, "SETUP_SECONDS", 0.0)  # constructors get the explainer timeout (3 s)
     config = _config(tmp_path / "w", ["hangs-in-init", "gradient"], metrics=["iou"], limit=4)
     summary = run(config, registry).summary
     explained = summary["tracks"]["shapes"]["explainers"]

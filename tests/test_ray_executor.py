@@ -310,7 +310,7 @@ def test_make_executor_gives_the_ray_executor(ray_session: None) -> None:
 
     executor = make_executor("ray", manager.get_registry(), workers=1, threads=1, ray_address=None)
     try:
-        assert isinstance(executor, RayExecutor) and len(executor.slots) == 1
+        assert isinstance(executor, RayExecutor) and len(executor.workers) == 1
     finally:
         executor.close()
 

@@ -27,7 +27,9 @@ the model that the worker builds from ``ModelSpec.randomisation``) do so in a wo
 
 :class:`InProcessExecutor` runs tasks in the calling process under a ``SIGALRM`` timeout. It is
 for trusted code (tests of the runner itself, PASTA training-data generation); ``xaibench run``
-uses worker processes: :class:`xaibench.runner.workers.LocalExecutor`, or Ray, chosen by
+uses worker processes: :class:`xaibench.runner.workers.LocalExecutor`, or Ray
+(:class:`xaibench.runner.ray_executor.RayExecutor`), both the one scheduler of
+:mod:`xaibench.runner.scheduling` on a transport of their own, chosen by
 :func:`xaibench.runner.workers.make_executor` (in that module, not this one: this module is the
 base that every executor imports, so choosing between them here would be an import circle).
 """

@@ -1,27 +1,30 @@
 """Worker processes on this machine (``--executor local``), and the choice of executor.
 
-:class:`LocalExecutor` runs every explainer call in a worker process, never in the runner's:
+:class:`LocalExecutor` runs every explainer call in a worker process, never in the runner's. It is
+the one scheduling core (:class:`~xaibench.runner.scheduling.Scheduler`: job queue, groups and
+parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, which adds:
 
-- **Timeouts and crashes are enforced from outside.** The parent waits for each answer with a
-  deadline (``task.timeout`` seconds for the explainer call; building the model and the explainer
-  first gets ``max(timeout, SETUP_SECONDS)``). A worker that overruns is killed with ``SIGKILL``
-  (its whole process group) and replaced: the outcome is ``"killed after 300 s"``. Plugin code
-  cannot catch that. A worker that exits (``sys.exit``, ``os._exit``, a crash) gives
-  ``"worker exited with status N"`` or ``"worker killed by signal SIGSEGV"`` and is replaced.
-- **One explainer per worker.** A worker serves one explainer (by name) for its whole life:
-  when the pool moves on to another explainer, the worker is parked (idle, up to ``PARKED``
-  of them) and serves its explainer again on the next track, and the new explainer gets a parked
-  worker of its own or a fresh one. So whatever an explainer leaves behind in its process
-  (patched torch functions, global module hooks, threads, state that
-  :class:`~xaibench.runner.executors.WorkerState` does not reset) never reaches another
-  explainer's calls, while its imports and models stay warm across tracks and batches. Within
-  one explainer, every call still gets a fresh model copy, fresh samples and reset torch globals.
+- **Timeouts and crashes are enforced from outside.** A worker that overruns its deadline is
+  killed with ``SIGKILL`` (its whole process group), which plugin code cannot catch: the outcome
+  is ``"killed after 300 s"``. A worker that exits (``sys.exit``, ``os._exit``, a crash) gives
+  ``"worker exited with status N"`` or ``"worker killed by signal SIGSEGV"``. Either way the
+  worker is replaced. A worker says ``("ready",)`` once it has built the model and the explainer:
+  the explainer call's clock starts then.
+- **One explainer per worker.** A worker's group is its explainer (by name): it serves that one
+  explainer for its whole life. When the pool moves on to another explainer, the worker is parked
+  (idle, up to ``PARKED`` of them) and serves its explainer again on the next track. So whatever
+  an explainer leaves behind in its process (patched torch functions, global module hooks,
+  threads, state that :class:`~xaibench.runner.executors.WorkerState` does not reset) never
+  reaches another explainer's calls, while its imports and models stay warm across tracks and
+  batches. Within one explainer, every call still gets a fresh model copy, fresh samples and
+  reset torch globals.
 - **Cheap workers.** On Linux, workers are forked from a *zygote*: a process forked from the
   runner when the executor starts, before the runner runs any torch work. It builds each track's
   model once (from the local weight cache, on the CPU) and forks workers that inherit the
   registry (plugins registered at run time included: that is why it forks rather than spawns) and
   the models built so far, so a fresh worker costs a ``fork``, not an import of torch or a model
-  load; a worker that meets a model it did not inherit builds it once (the weight cache again).
+  load (a fresh worker about to get a task whose model it lacks is swapped for a fork that has
+  it); a worker that meets a model it did not inherit builds it once (the weight cache again).
   Forking from the zygote instead of from the runner matters: the CUDA runtime cannot be used in
   a child forked after its parent initialised it, and the zygote never does. (GNU OpenMP, which
   torch uses for intra-op threads, hangs in the main thread of a child forked after its parent
@@ -29,15 +32,12 @@
   Elsewhere (macOS, Windows) workers are started with ``spawn``: fork is unsafe there, and each
   worker imports xaibench and loads the installed plugins itself (plugins registered at run time
   are not seen; models are built per worker).
-- **Answers are data.** A worker's reply is unpickled with a restricted unpickler that builds
-  only Python's plain types and numpy arrays and scalars, so a hostile worker cannot run code in
-  the runner's process through its reply.
+- **Answers are data.** A worker's reply is pickled bytes, which the scheduler unpickles with a
+  restricted unpickler that builds only Python's plain types and numpy arrays and scalars, so a
+  hostile worker cannot run code in the runner's process through its reply.
 - **No orphans.** Workers are killed with their parent (``PR_SET_PDEATHSIG`` on Linux), on
   :meth:`LocalExecutor.close`, when the executor is garbage-collected and at interpreter exit
   (``weakref.finalize``); the zygote reaps every worker it forked, the runner reaps the zygote.
-
-Tasks of one :meth:`LocalExecutor.run` call are spread over ``workers`` processes; outcomes are
-yielded in task order, so records do not depend on the worker count.
 """
 
 from __future__ import annotations
@@ -52,32 +52,17 @@ import sys
 import threading
 import time
 import weakref
-from collections import deque
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import recv_handle, send_handle
 from typing import Any
 
 import torch
 
-from xaibench.runner.executors import (
-    EXECUTORS,
-    Description,
-    Executor,
-    ExplainerSpec,
-    ExplainOutcome,
-    ExplainTask,
-    InProcessExecutor,
-    ModelSpec,
-    WorkerState,
-    load_reply,
-    plain_reply,
-)
+from xaibench.runner.executors import EXECUTORS, Executor, InProcessExecutor, ModelSpec, WorkerState, plain_reply
+from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
 
-# Seconds allowed to build a model and an explainer in a worker, at least (the explainer call
-# itself gets the task's timeout). None when the run has no timeout.
-SETUP_SECONDS = 120.0
 # Idle workers kept for explainers that are not running now (they serve their explainer again on
 # the next track without a fresh start: no new imports, models already built).
 PARKED = 8
@@ -350,6 +335,7 @@ class _Spawner:
         self.ctx = mp.get_context(method)
         self.threads = threads
         self.processes: dict[int, Any] = {}
+        self.dead = False  # closed: its workers are not used again
 
     def preload(self, spec: ModelSpec) -> bool:
         return False
@@ -387,37 +373,161 @@ class _Spawner:
             process.join(EXIT_WAIT_SECONDS)
 
     def close(self) -> None:
+        self.dead = True
         for pid in list(self.processes):
             _kill_group(pid)
             self.forget(pid)
 
 
-@dataclass
-class _Job:
-    """One task or description in flight: what to send, and the time limits."""
+class LocalSlot:
+    """One worker process, as :class:`~xaibench.runner.scheduling.Scheduler` drives it: the parent's
+    end of its pipe, and what started it (and reaps it)."""
 
-    index: int
-    message: tuple[str, Any]
-    name: str  # the explainer it runs
-    model: ModelSpec | None
-    call_limit: float | None  # the explainer call's timeout
-    setup_limit: float | None  # building the model and explainer
+    def __init__(self, pid: int, conn: Connection, spawner: _Zygote | _Spawner, models: frozenset[str]) -> None:
+        self.pid = pid
+        self.conn = conn
+        self.spawner = spawner
+        self.seen = set(models)  # models it has: inherited from the zygote, or built for a task
+        self.reaped = False
+        self.code: int | None = None  # its exit code, once reaped (None: unknown)
+
+    def send(self, job: Job) -> str:
+        try:
+            self.conn.send((job.kind, job.payload))
+        except OSError:
+            self.kill()
+            raise WorkerGone(exit_reason(self.code)) from None
+        if job.kind == "task":
+            self.seen.add(job.payload.model.identity)
+        return "setup"  # the worker says "ready" once its model and explainer are built
+
+    def has_reply(self) -> bool:
+        return self.conn.poll(0)
+
+    def receive(self, deadline: float | None) -> Event:
+        try:
+            return Reply(self._recv_bytes(deadline))
+        except (EOFError, OSError):
+            self.kill()
+            return Died(exit_reason(self.code))
+
+    def _recv_bytes(self, deadline: float | None) -> bytes:
+        """The next message; a worker that stalls half-way 5 s past ``deadline`` is killed (which
+        ends the read with ``EOFError``)."""
+        if deadline is None:
+            return self.conn.recv_bytes()
+        left = max(0.0, deadline - time.monotonic()) + 5.0
+        watchdog = threading.Timer(left, _kill_group, (self.pid,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            return self.conn.recv_bytes()
+        finally:
+            watchdog.cancel()
+
+    def ended(self) -> str | None:
+        self.spawner.poll()
+        if not self.spawner.exited(self.pid):
+            return None
+        self.kill()
+        return exit_reason(self.code)
+
+    def alive(self) -> bool:
+        self.spawner.poll()
+        return not self.spawner.dead and not self.spawner.exited(self.pid)
+
+    def kill(self) -> None:
+        if self.reaped:
+            return
+        self.reaped = True
+        self.spawner.poll()
+        if not self.spawner.exited(self.pid):  # (a reaped pid may be reused: never kill it)
+            _kill_group(self.pid)
+        self.conn.close()
+        self.code = self.spawner.exit_code(self.pid, EXIT_WAIT_SECONDS)
+
+    def abandon(self) -> None:
+        if self.reaped:
+            return
+        self.reaped = True
+        _kill_group(self.pid)
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        self.spawner.forget(self.pid)
 
 
-@dataclass
-class _Worker:
-    pid: int
-    conn: Connection
-    spawner: _Zygote | _Spawner  # what started it (and reaps it)
-    models: frozenset[str]  # models it was forked with (built by the zygote)
-    name: str | None = None  # the one explainer it serves, once it served one
-    job: _Job | None = None
-    phase: str = "setup"
-    deadline: float | None = None
-    seen: set[str] = field(default_factory=set)  # models it has (inherited or built)
+class LocalTransport:
+    """Worker processes on this machine (see the module doc): forked from a zygote, or spawned.
+    A worker serves one explainer (its group is the explainer's name); up to ``PARKED`` idle
+    workers of other explainers are kept warm."""
+
+    start_seconds = None  # a worker is ready once forked
+    park_limit = PARKED
+    poll_seconds = 1.0  # (an exit wakes the wait too, through the zygote's events)
+
+    def __init__(self, registry: Any, *, threads: int, start_method: str) -> None:
+        if start_method not in ("zygote", "spawn", "forkserver"):
+            raise ValueError(f"unknown start method {start_method!r}")
+        self.registry = registry
+        self.threads = threads
+        self.start_method = start_method
+        self.spawner: _Zygote | _Spawner | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    def _new_spawner(self) -> _Zygote | _Spawner:
+        if self._finalizer is not None:
+            self._finalizer()
+        if self.start_method == "zygote":
+            self.spawner = _Zygote(self.registry, self.threads)
+        else:
+            self.spawner = _Spawner(self.start_method, self.threads)
+        # Stops the workers when close() is not called: garbage collection or interpreter exit.
+        self._finalizer = weakref.finalize(self, self.spawner.close)
+        return self.spawner
+
+    def start(self) -> LocalSlot:
+        """A new worker; a zygote that died (killed from outside) is replaced once."""
+        spawner = self.spawner or self._new_spawner()
+        for attempt in range(2):
+            try:
+                pid, conn, models = spawner.spawn()
+                return LocalSlot(pid, conn, spawner, models)
+            except (EOFError, OSError):
+                if attempt:
+                    raise
+                spawner = self._new_spawner()
+        raise AssertionError("unreachable")
+
+    def group(self, explainer: str) -> str:
+        return explainer
+
+    def warm(self, slot: Slot, job: Job) -> Slot:
+        """A fresh fork that inherits the task's model, built once by the zygote, instead of
+        ``slot`` (which would build it itself)."""
+        assert isinstance(slot, LocalSlot) and self.spawner is not None
+        model = job.payload.model if job.kind == "task" else None
+        if model is None or model.identity in slot.seen or not self.spawner.preload(model):
+            return slot
+        slot.kill()
+        return self.start()
+
+    def wait(self, slots: Sequence[Slot], timeout: float | None) -> Collection[Slot]:
+        local = [s for s in slots if isinstance(s, LocalSlot)]
+        ends = self.spawner.handles([s.pid for s in local]) if self.spawner is not None else []
+        ready = set(wait([s.conn for s in local] + ends, timeout=timeout))
+        return [s for s in local if s.conn in ready]
+
+    def start_error(self, reason: str | None) -> Exception:
+        return RuntimeError(f"a worker process did not start: {reason or 'timed out'}")  # (forked at once)
+
+    def close(self) -> None:
+        """Stop the zygote (it kills and reaps its workers); a later ``start`` forks another."""
+        finalizer, self._finalizer, self.spawner = self._finalizer, None, None
+        if finalizer is not None:
+            finalizer()  # the spawner's close, once
 
 
-class LocalExecutor:
+class LocalExecutor(Scheduler):
     """A pool of ``workers`` worker processes on this machine; see the module doc.
 
     The zygote (Linux) is forked at construction: build the executor before the runner's own
@@ -427,265 +537,10 @@ class LocalExecutor:
     def __init__(
         self, registry: Any = None, *, workers: int = 1, threads: int = 1, start_method: str | None = None
     ) -> None:
-        self.registry = registry
-        self.size = max(1, int(workers))
         self.threads = max(1, int(threads))
         self.start_method = start_method or default_start_method()
-        if self.start_method not in ("zygote", "spawn", "forkserver"):
-            raise ValueError(f"unknown start method {self.start_method!r}")
-        self._spawner: _Zygote | _Spawner | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._workers: list[_Worker] = []  # the pool: one slot per worker
-        self._parked: list[_Worker] = []  # idle workers of other explainers, oldest first
-        self._start()
-
-    # -- processes
-
-    def _start(self) -> None:
-        if self._spawner is None:
-            self._new_spawner()
-        while len(self._workers) < self.size:
-            self._workers.append(self._fresh())
-
-    def _new_spawner(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer()
-        if self.start_method == "zygote":
-            self._spawner = _Zygote(self.registry, self.threads)
-        else:
-            self._spawner = _Spawner(self.start_method, self.threads)
-        # Stops the workers when close() is not called: garbage collection or interpreter exit.
-        self._finalizer = weakref.finalize(self, self._spawner.close)
-
-    def _fresh(self) -> _Worker:
-        """A new worker; a zygote that died (killed from outside) is replaced once."""
-        for attempt in range(2):
-            spawner = self._spawner
-            assert spawner is not None
-            try:
-                pid, conn, models = spawner.spawn()
-                return _Worker(pid=pid, conn=conn, spawner=spawner, models=models, seen=set(models))
-            except (EOFError, OSError):
-                if attempt:
-                    raise
-                self._new_spawner()
-        raise AssertionError("unreachable")
-
-    def _kill(self, worker: _Worker) -> int | None:
-        """Kill ``worker`` (if it still runs) and return its exit code once it is reaped."""
-        spawner = worker.spawner
-        spawner.poll()
-        if not spawner.exited(worker.pid):  # (a reaped pid may be reused: never kill it)
-            _kill_group(worker.pid)
-        worker.conn.close()
-        return spawner.exit_code(worker.pid, EXIT_WAIT_SECONDS)
-
-    def _renew(self, worker: _Worker) -> _Worker:
-        """Replace ``worker`` in the pool by a fresh one (the old one is killed)."""
-        self._kill(worker)
-        fresh = self._fresh()
-        self._workers[self._workers.index(worker)] = fresh
-        return fresh
-
-    def close(self) -> None:
-        """Kill every worker (and the zygote); a later ``run`` starts fresh ones."""
-        workers, self._workers, self._parked = self._workers + self._parked, [], []
-        finalizer, self._finalizer, self._spawner = self._finalizer, None, None
-        for worker in workers:
-            _kill_group(worker.pid)
-            with contextlib.suppress(OSError):
-                worker.conn.close()
-        if finalizer is not None:
-            finalizer()  # the spawner's close, once
-
-    # -- the executor interface
-
-    def run(self, tasks: Sequence[ExplainTask]) -> Iterator[ExplainOutcome]:
-        jobs = []
-        for i, task in enumerate(tasks):
-            timeout = task.timeout or None
-            setup = None if timeout is None else max(timeout, SETUP_SECONDS)
-            jobs.append(_Job(i, ("task", task), task.explainer.name, task.model, timeout, setup))
-        yield from self._execute(jobs)
-
-    def describe(self, spec: ExplainerSpec, timeout: float | None = None) -> Description:
-        """Construct the explainer of ``spec`` in a worker (see ``WorkerState.describe``)."""
-        setup = None if not timeout else max(timeout, SETUP_SECONDS)
-        (answer,) = list(self._execute([_Job(0, ("describe", spec), spec.name, None, None, setup)]))
-        return answer
-
-    # -- the loop
-
-    def _execute(self, jobs: list[_Job]) -> Iterator[Any]:
-        self._start()
-        queue = deque(jobs)
-        done: dict[int, Any] = {}
-        following = 0
-        try:
-            while following < len(jobs):
-                if following in done:
-                    yield done.pop(following)
-                    following += 1
-                    continue
-                for worker in list(self._workers):
-                    if worker.job is None and queue:
-                        self._assign(worker, queue.popleft(), done)
-                self._step(done)
-        finally:
-            for worker in list(self._workers):  # abandoned (interrupted): kill, start afresh next time
-                if worker.job is not None:
-                    _kill_group(worker.pid)
-                    worker.conn.close()
-                    self._workers.remove(worker)
-                    worker.spawner.forget(worker.pid)
-
-    def _assign(self, worker: _Worker, job: _Job, done: dict[int, Any]) -> None:
-        """Send ``job`` to the pool's slot held by ``worker``, swapping in a worker of ``job``'s
-        explainer first when ``worker`` serves another one (see the module doc)."""
-        assert self._spawner is not None
-        slot, model = self._workers.index(worker), job.model
-        if worker.name not in (None, job.name):
-            self._park(worker)
-            worker = self._unpark(job.name) or self._fresh()
-        unused = worker.name is None and model is not None and model.identity not in worker.seen
-        if unused and self._spawner.preload(model):  # a fresh fork inherits the model, built once
-            self._kill(worker)
-            worker = self._fresh()
-        self._workers[slot] = worker
-        for attempt in range(2):
-            try:
-                worker.conn.send(job.message)
-                break
-            except OSError:  # it died while idle: start another
-                code = self._kill(worker)
-                worker = self._fresh()
-                self._workers[slot] = worker
-                if attempt == 1:
-                    done[job.index] = self._failure(job, exit_reason(code))
-                    return
-        worker.name, worker.job, worker.phase = job.name, job, "setup"
-        if model is not None:
-            worker.seen.add(model.identity)
-        worker.deadline = None if job.setup_limit is None else time.monotonic() + job.setup_limit
-
-    def _park(self, worker: _Worker) -> None:
-        """Keep an idle worker of one explainer for later tracks (its imports and models stay
-        warm); the least recently parked beyond ``PARKED`` are killed."""
-        self._parked.append(worker)
-        while len(self._parked) > PARKED:
-            self._kill(self._parked.pop(0))
-
-    def _unpark(self, name: str) -> _Worker | None:
-        for worker in list(self._parked):
-            if worker.name == name:
-                self._parked.remove(worker)
-                worker.spawner.poll()
-                if not worker.spawner.exited(worker.pid) and worker.spawner is self._spawner:
-                    return worker
-                self._kill(worker)  # died while parked: reap it
-        return None
-
-    def _step(self, done: dict[int, Any]) -> None:
-        """Wait for the next answer, exit or deadline of a busy worker and handle it."""
-        assert self._spawner is not None
-        busy = [w for w in self._workers if w.job is not None]
-        if not busy:
-            return
-        deadlines = [w.deadline for w in busy if w.deadline is not None]
-        slice_s = 1.0 if not deadlines else min(1.0, max(0.0, min(deadlines) - time.monotonic()))
-        ready = set(wait([w.conn for w in busy] + self._spawner.handles([w.pid for w in busy]), timeout=slice_s))
-        for worker in busy:
-            if worker.conn in ready:
-                self._receive(worker, done)
-        self._spawner.poll()
-        now = time.monotonic()
-        for worker in [w for w in self._workers if w.job is not None]:
-            if worker.conn.poll(0):
-                continue  # an answer arrived: read it on the next step
-            if worker.deadline is not None and now >= worker.deadline:
-                self._overran(worker, done)
-            elif worker.spawner.exited(worker.pid):
-                self._died(worker, done)
-
-    def _receive(self, worker: _Worker, done: dict[int, Any]) -> None:
-        job = worker.job
-        assert job is not None
-        while worker.job is job and worker.conn.poll(0):
-            try:
-                data = self._recv_bytes(worker)
-                message = load_reply(data)
-            except (EOFError, OSError):
-                self._died(worker, done)
-                return
-            except Exception as exc:  # noqa: BLE001 - a reply that is not plain data
-                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                done[job.index] = self._failure(job, f"worker sent a reply that is not allowed: {text}"[:300])
-                self._renew(worker)
-                return
-            kind = message[0] if isinstance(message, tuple) and message else None
-            if kind == "ready" and worker.phase == "setup":
-                worker.phase = "call"
-                limit = job.call_limit
-                worker.deadline = None if limit is None else time.monotonic() + limit
-            elif kind == "done" and len(message) == 4 and job.message[0] == "task":
-                _, outputs, error, timed_out = message
-                done[job.index] = ExplainOutcome(
-                    outputs=list(outputs) if outputs is not None else None,
-                    error=None if error is None else str(error),
-                    timed_out=bool(timed_out),
-                )
-                if error is None and not isinstance(outputs, list):
-                    done[job.index] = ExplainOutcome(error="worker sent outputs that are not a list")
-                worker.job, worker.deadline = None, None
-            elif kind == "described" and job.message[0] == "describe" and _description(message[1]):
-                done[job.index] = tuple(message[1])
-                worker.job, worker.deadline = None, None
-            else:
-                done[job.index] = self._failure(job, "worker sent a reply that does not follow the protocol")
-                self._renew(worker)
-                return
-
-    def _recv_bytes(self, worker: _Worker) -> bytes:
-        """The next message of ``worker``; a worker that stalls half-way past its deadline is killed
-        (which ends the read with ``EOFError``)."""
-        if worker.deadline is None:
-            return worker.conn.recv_bytes()
-        left = max(0.0, worker.deadline - time.monotonic()) + 5.0
-        watchdog = threading.Timer(left, _kill_group, (worker.pid,))
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            return worker.conn.recv_bytes()
-        finally:
-            watchdog.cancel()
-
-    def _failure(self, job: _Job, reason: str, *, timed_out: bool = False) -> Any:
-        if job.message[0] == "describe":
-            return ("failed", f"explainer constructor: {reason}")
-        return ExplainOutcome(error=reason, timed_out=timed_out)
-
-    def _died(self, worker: _Worker, done: dict[int, Any]) -> None:
-        job = worker.job
-        assert job is not None
-        code = self._kill(worker)
-        done[job.index] = self._failure(job, exit_reason(code))
-        self._workers[self._workers.index(worker)] = self._fresh()
-
-    def _overran(self, worker: _Worker, done: dict[int, Any]) -> None:
-        job = worker.job
-        assert job is not None
-        if worker.phase == "call" and job.call_limit is not None:
-            reason, timed_out = f"killed after {job.call_limit:g} s", True
-        elif job.message[0] == "describe":
-            reason, timed_out = f"killed after {job.setup_limit:g} s", False
-        else:
-            reason, timed_out = f"killed after {job.setup_limit:g} s building the model and the explainer", False
-        done[job.index] = self._failure(job, reason, timed_out=timed_out)
-        self._renew(worker)
-
-
-def _description(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) == 2 and value[0] in ("ok", "invalid", "failed")
+        transport = LocalTransport(registry, threads=self.threads, start_method=self.start_method)
+        super().__init__(transport, workers)
 
 
 def make_executor(
