@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
-from xaibench.runner.config import ADHOC_SUITE, API, EXECUTORS, Spelling, data_dir, make_run_config, suite_tracks
+from xaibench.runner.config import (
+    ADHOC_SUITE,
+    API,
+    EXECUTORS,
+    Spelling,
+    data_dir,
+    make_run_config,
+    parameter_mapping,
+    suite_tracks,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,21 +184,13 @@ def _names(value: str | Sequence[str] | None, argument: str) -> list[str]:
     return [v.strip() for item in items for v in item.split(",") if v.strip()]
 
 
-def _mapping(value: Any, argument: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise XaibenchError(f"{argument}={value!r}: expected a dict of parameters by name")
-    return dict(value)
-
-
 def _explainer_params(value: Any, running: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``params={"gradient": {"smooth": True}}``; every explainer named must be run (as ``--param``)."""
     out: dict[str, dict[str, Any]] = {}
-    for name, values in _mapping(value, "params").items():
+    for name, values in parameter_mapping(value, "params").items():
         if name not in running:
             raise XaibenchError(f"params[{name!r}]: explainer {name!r} is not run (running: {', '.join(running)})")
-        out[name] = _mapping(values, f"params[{name!r}]")
+        out[name] = parameter_mapping(values, f"params[{name!r}]")
     return out
 
 

@@ -72,9 +72,12 @@ def ship_all(
     entries: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cache = str(cache_dir or tmp)
-        for variant in VARIANTS:
-            model = ShapesCNN(variant, cache_dir=cache, weights="train")
-            key = f"shapes-cnn/{variant}"
+        models: dict[str, Callable[[], ShapesCNN | ShapesCBM]] = {
+            **{f"shapes-cnn/{v}": (lambda v=v: ShapesCNN(v, cache_dir=cache, weights="train")) for v in VARIANTS},
+            "shapes-cbm": lambda: ShapesCBM(cache_dir=cache, weights="train"),
+        }
+        for key, build in models.items():
+            model = build()
             entries[key] = write_shipped(
                 key,
                 model.module.state_dict(),
@@ -84,16 +87,6 @@ def ship_all(
                 folder=folder,
             )
             log(f"{key}: {entries[key]['weights_sha256'][:12]} {entries[key]['accuracy']}")
-        cbm = ShapesCBM(cache_dir=cache, weights="train")
-        entries["shapes-cbm"] = write_shipped(
-            "shapes-cbm",
-            cbm.module.state_dict(),
-            train_key=cbm.cache_key,
-            accuracy=held_out_accuracy(cbm),
-            command=command,
-            folder=folder,
-        )
-        log(f"shapes-cbm: {entries['shapes-cbm']['weights_sha256'][:12]} {entries['shapes-cbm']['accuracy']}")
     return entries
 
 

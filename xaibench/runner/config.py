@@ -35,6 +35,7 @@ __all__ = [
     "Spelling",
     "data_dir",
     "make_run_config",
+    "parameter_mapping",
     "suite_tracks",
 ]
 
@@ -131,7 +132,8 @@ def _positive(value: Any, argument: str, spelling: Spelling, *, allow_none: bool
         raise XaibenchError(f"{spelling.value(argument, value)}: expected a positive integer")
 
 
-def _mapping(value: Any, argument: str) -> dict[str, Any]:
+def parameter_mapping(value: Any, argument: str) -> dict[str, Any]:
+    """``value`` as a dict of parameters by name (``None``: empty); one line naming ``argument`` otherwise."""
     if value is None:
         return {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
@@ -186,8 +188,8 @@ def suite_tracks(
     track = adhoc_track(
         model,
         dataset,
-        model_params=_mapping(model_params, "model_params"),
-        dataset_params=_mapping(dataset_params, "dataset_params"),
+        model_params=parameter_mapping(model_params, "model_params"),
+        dataset_params=parameter_mapping(dataset_params, "dataset_params"),
         target=target or "predicted",
         name=track_name,
     )
