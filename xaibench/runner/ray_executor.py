@@ -255,11 +255,17 @@ def start_ray(ray: Any, *, cpus: int, address: str | None) -> None:
     module doc); an already initialised Ray is reused."""
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # actors see this machine's GPUs
-    # Ray runs workers at nice 15: next to any other work they would get a sliver of the CPU,
-    # where local workers run at the runner's priority.
-    os.environ.setdefault("RAY_worker_niceness", "0")
+    # Ray reads these when it starts (the raylet and its workers inherit them); the driver's own
+    # environment is restored afterwards, so a run leaves the process environment as it was.
+    ray_env = {
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",  # actors see this machine's GPUs
+        # Ray runs workers at nice 15: next to any other work they would get a sliver of the CPU,
+        # where local workers run at the runner's priority.
+        "RAY_worker_niceness": "0",
+    }
+    added = [k for k in ray_env if k not in os.environ]
+    os.environ.update({k: ray_env[k] for k in added})
     quiet: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
     try:
         if address:
@@ -270,6 +276,9 @@ def start_ray(ray: Any, *, cpus: int, address: str | None) -> None:
         where = f"--ray-address {address}" if address else "--executor ray"
         text = str(exc).strip().splitlines()
         raise XaibenchError(f"{where}: Ray did not start: {text[0] if text else type(exc).__name__}") from exc
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 class RayExecutor(Scheduler):
