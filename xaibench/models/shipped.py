@@ -69,10 +69,6 @@ class ShippedWeights:
     entry: dict[str, Any]
 
 
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def load_shipped(key: str, train_key: str, folder: Path | None = None) -> ShippedWeights:
     """Load the shipped weights of ``key`` (e.g. ``"shapes-cnn/shapes"``).
 
@@ -81,7 +77,7 @@ def load_shipped(key: str, train_key: str, folder: Path | None = None) -> Shippe
     the problem) when the weights are missing, were made for another configuration, or their file
     or weights digest differs from the manifest.
     """
-    from safetensors.torch import load_file
+    from safetensors.torch import load
 
     folder = folder or shipped_dir()
     entry = manifest(folder).get(key)
@@ -95,9 +91,10 @@ def load_shipped(key: str, train_key: str, folder: Path | None = None) -> Shippe
     path = folder / str(entry["file"])
     if not path.is_file():
         raise ValueError(f"{path}: shipped weights of {key} are missing (reinstall xaibench)")
-    if _file_sha256(path) != entry["sha256"]:
+    data = path.read_bytes()  # read once: checked, then parsed from these bytes
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ValueError(f"{path}: sha256 differs from {MANIFEST}; the shipped weights of {key} were changed")
-    state = load_file(str(path))
+    state = load(data)
     digest = weights_digest(state)
     if digest != entry["weights_sha256"]:
         raise ValueError(f"{path}: weights digest differs from {MANIFEST}")
