@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
+from xaibench.runner import health
 from xaibench.runner.config import (
     ADHOC_SUITE,
     API,
@@ -33,7 +34,6 @@ from xaibench.runner.config import (
     run_outputs,
     suite_tracks,
 )
-from xaibench.runner.health import health_lines
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,12 +75,12 @@ class RunResults:
     def errors(self) -> list[str]:
         """Why the run's answer cannot be read (e.g. a track mostly n/a), one line each; the
         command line prints them in red and exits 1 (:func:`xaibench.runner.health.health_lines`)."""
-        return health_lines(self.summary)[0]
+        return health.health_lines(self.summary)[0]
 
     @property
     def warnings(self) -> list[str]:
         """What to doubt in the answer (e.g. a model at chance on a track), one line each."""
-        return health_lines(self.summary)[1]
+        return health.health_lines(self.summary)[1]
 
     @property
     def tracks(self) -> list[str]:
