@@ -200,6 +200,8 @@ def test_api_output_path_and_publish_false(tmp_path: Path, monkeypatch: pytest.M
     assert _tree(tmp_path / "np") == {".xaibench"} and quiet.submission_files == []
     with pytest.raises(XaibenchError, match=r"^publish=False with leaderboard_dir=: give one or the other"):
         xaibench.run("random", output_path=tmp_path / "x", publish=False, leaderboard_dir=tmp_path / "lb", **small)
+    with pytest.raises(XaibenchError, match=r"^publish='no': expected True or False$"):
+        xaibench.run("random", output_path=tmp_path / "x", publish="no", **small)  # type: ignore[arg-type]
     (tmp_path / "f").write_text("x")
     with pytest.raises(XaibenchError, match=r"^output_path='.*f': is a file, not a folder; pass a folder$"):
         xaibench.run("random", output_path=tmp_path / "f", **small)

@@ -245,6 +245,8 @@ def run_outputs(
     ``~/.cache/xaibench``) and only what is given is published, so nothing is written in the
     current folder. ``publish=False``: nothing is published; giving a publishing folder with it
     is a contradiction."""
+    if not isinstance(publish, bool):
+        raise XaibenchError(f"publish={publish!r}: expected True or False")
     root = _folder(output_path, "output_path", spelling)
     work, subs, board = (
         _folder(v, a, spelling)
