@@ -168,6 +168,40 @@ def _check_params(params: dict[str, dict[str, Any]], running: Sequence[str]) -> 
             )
 
 
+class GroupedCommand(click.Command):
+    """A command whose ``--help`` lists its options in titled sections (click has no option
+    groups): ``option_groups`` is ``(title, parameter names)`` in order (``help``: the help
+    option); options in no group are listed last, under "Other options"."""
+
+    def __init__(self, *args: Any, option_groups: Sequence[tuple[str, Sequence[str]]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.option_groups = [(title, list(names)) for title, names in option_groups]
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        help_option = self.get_help_option(ctx)
+        records = {"help" if p is help_option else p.name: p.get_help_record(ctx) for p in self.get_params(ctx)}
+        grouped = {name for _, names in self.option_groups for name in names}
+        sections = [*self.option_groups, ("Other options", [n for n in records if n not in grouped])]
+        for title, names in sections:
+            rows = [record for name in names if (record := records.get(name)) is not None]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+RUN_OPTION_GROUPS = (
+    ("What to run", ("explainers", "suite", "tracks", "metrics", "limit", "seed")),
+    ("Your own model and data", ("model", "model_params", "dataset", "dataset_params", "track_name", "target")),
+    ("Where results go", ("output_path", "workdir", "submissions_dir", "leaderboard_dir", "no_publish", "no_cache")),
+    (
+        "How it runs",
+        ("executor", "workers", "ray_address", "device", "threads", "batch_size", "timeout", "data_dir", "params"),
+    ),
+    ("Display", ("quiet", "wide", "help")),
+)
+"""The sections of ``xaibench run --help``, by parameter name."""
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="xaibench")
 def cli() -> None:
@@ -178,7 +212,7 @@ def cli() -> None:
     """
 
 
-@cli.command()
+@cli.command(cls=GroupedCommand, option_groups=RUN_OPTION_GROUPS)
 @click.option(
     "--explainer",
     "-e",
@@ -210,7 +244,10 @@ def cli() -> None:
     "model_params",
     multiple=True,
     metavar="KEY=VALUE[,KEY=VALUE]",
-    help="Parameter of --model (VALUE parsed as JSON when it can be), repeatable, e.g. checkpoint=model.pth.",
+    help=(
+        "Parameter of --model (VALUE parsed as JSON when it can be), repeatable, e.g. checkpoint=model.pth or "
+        "num_classes=4 (read from a checkpoint when not given); each model's parameters: `xaibench list models`."
+    ),
 )
 @click.option(
     "--dataset",
@@ -242,13 +279,30 @@ def cli() -> None:
     "--metric",
     "metrics",
     multiple=True,
-    help="Metric id(s) to compute (repeatable; default: the track's metrics, else all).",
+    help=(
+        "Metric id(s) or selectors (repeatable): an id, family:NAME for a family's metrics, or all; default: the "
+        "track's metrics (ad-hoc tracks: the alignment and faithfulness ranking metrics plus model_randomisation)."
+    ),
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Use at most this many samples per track.")
 @click.option("--seed", default=0, show_default=True, help="Seed for every random choice; same seed, same numbers.")
+@click.option(
+    "--output-path",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help=(
+        "Folder for everything the run writes: DIR/.xaibench (the workdir), DIR/submissions and DIR/leaderboard "
+        "(default: the current folder); --workdir, --submissions and --leaderboard-dir override one of them."
+    ),
+)
 @WORKDIR_OPTION
 @SUBMISSIONS_OPTION
 @LEADERBOARD_DIR_OPTION
+@click.option(
+    "--no-publish",
+    is_flag=True,
+    help="Write the records and the summary only: no submissions, leaderboard or site (the table is still shown).",
+)
 @DATA_DIR_OPTION
 @click.option(
     "--param",
@@ -290,9 +344,11 @@ def run(
     metrics: tuple[str, ...],
     limit: int | None,
     seed: int,
+    output_path: Path | None,
     workdir: Path,
     submissions_dir: Path,
     leaderboard_dir: Path,
+    no_publish: bool,
     data_dir: Path | None,
     params: tuple[str, ...],
     timeout: float,
@@ -306,11 +362,13 @@ def run(
     quiet: bool,
     wide: bool,
 ) -> None:
-    """Explain and score every track of a suite, then print the ranked leaderboard.
+    """Explain and score every track of a suite, then print this run's ranked leaderboard.
 
     \b
     The tracks are a suite's (--suite NAME or --suite FILE.toml), or one ad-hoc track:
       xaibench run -e gradient --model timm:resnet18 --model-param checkpoint=PATH --dataset folder:PATH
+    The table shows this run's tracks only; the leaderboard files rank every submission of the
+    folder. Warnings and errors about the answer (tracks mostly n/a: exit 1) follow the table.
     """
     from xaibench.publish.writers import print_leaderboard
     from xaibench.python_api import run_with
@@ -318,11 +376,14 @@ def run(
 
     explainer_params = _parse_params(params)
     _check_params(explainer_params, resolve_explainers(get_registry(), _split(explainers)))
-    given = ctx.get_parameter_source("suite") is not click.core.ParameterSource.DEFAULT
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+
     results = run_with(
         CLI,
         explainers=_split(explainers),
-        suite=suite if given or not (model or dataset) else None,
+        suite=suite if given("suite") or not (model or dataset) else None,
         tracks=_split(tracks),
         metrics=_split(metrics),
         model=model,
@@ -334,9 +395,11 @@ def run(
         params=explainer_params,
         limit=limit,
         seed=seed,
-        workdir=workdir,
-        submissions=submissions_dir,
-        leaderboard_dir=leaderboard_dir,
+        output_path=output_path if output_path is not None else Path("."),
+        workdir=workdir if given("workdir") else None,
+        submissions=submissions_dir if given("submissions_dir") else None,
+        leaderboard_dir=leaderboard_dir if given("leaderboard_dir") else None,
+        publish=not no_publish,
         site=True,
         data_dir=data_dir,
         timeout=timeout,
@@ -349,13 +412,19 @@ def run(
         device=device,
         progress=not quiet,
     )
-    published = results.published
-    assert published is not None
-    _print_published(published, print_leaderboard, wide)
-    console.print(f"wall time {results.wall_time_s:.1f} s; records in {workdir}/results")
-    if results.failed:
-        for track, error in results.failed.items():
-            console.print(f"[red]track {track} failed: {error}")
+    assert results.board is not None
+    print_leaderboard(results.board, console, wide=wide)
+    if results.published is not None:
+        _print_written(results.published)
+    console.print(f"wall time {results.wall_time_s:.1f} s; records in {results.workdir}/results")
+    for track, error in results.failed.items():
+        console.print(f"[red]track {track} failed: {error}")
+    errors = results.errors
+    for line in results.warnings:
+        console.print(f"warning: {line}", style="yellow", markup=False, highlight=False)
+    for line in errors:
+        console.print(f"error: {line}", style="red", markup=False, highlight=False)
+    if results.failed or errors:
         sys.exit(1)
 
 
@@ -525,6 +594,11 @@ def publish(
 def _print_published(published: Any, print_leaderboard: Any, wide: bool) -> None:
     """The ranked tables (``wide``: every metric column) and what publishing wrote."""
     print_leaderboard(published.board, console, wide=wide)
+    _print_written(published)
+
+
+def _print_written(published: Any) -> None:
+    """What publishing wrote: the leaderboard files and the site."""
     console.print("wrote " + ", ".join(str(p) for p in published.files))
     if published.site_dir is not None:
         console.print(f"site: {len(published.pages)} pages in {published.site_dir}/ (open index.html)")

@@ -3,7 +3,8 @@
 The command line's ``run`` calls it (:func:`run_with`), so both are one operation: the
 :class:`~xaibench.runner.config.RunConfig` is made by :func:`xaibench.runner.config.make_run_config`,
 run by a :class:`~xaibench.runner.run.Runner`, then published (submission files, the
-leaderboard files and the site), and returns a :class:`RunResults`: the run summary, the paths
+leaderboard files and the site) when given where (``output_path=``; the command line publishes
+in its current folder by default), and returns a :class:`RunResults`: the run summary, the paths
 written, and the records and the leaderboard as pandas DataFrames (:mod:`xaibench.results`).
 Nothing is printed but the progress bars (``progress=False`` hides them). Every bad argument
 raises :class:`~xaibench.errors.XaibenchError` with one line naming the argument, before any work.
@@ -17,10 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
+from xaibench.runner import health
 from xaibench.runner.config import (
     ADHOC_SUITE,
     API,
@@ -29,6 +31,7 @@ from xaibench.runner.config import (
     data_dir,
     make_run_config,
     parameter_mapping,
+    run_outputs,
     suite_tracks,
 )
 
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from xaibench.plugins.manager import Registry
+    from xaibench.publish.board import Leaderboard
+    from xaibench.publish.shapes import RunSummary
 
 __all__ = ["ADHOC_SUITE", "EXECUTORS", "RunResults", "run"]
 
@@ -47,8 +52,9 @@ class RunResults:
     ``summary`` is the run summary (``<workdir>/summary.json``, ``xaibench.summary/1``);
     ``failed`` maps each track that could not be loaded to its error. ``submission_files``,
     ``leaderboard_files`` and ``site_dir`` are what publishing wrote (empty / ``None`` when
-    ``submissions=None`` or ``leaderboard_dir=None``). :attr:`records` and :attr:`leaderboard`
-    are read on first use.
+    nothing was published: no ``output_path``, ``submissions`` or ``leaderboard_dir``, or
+    ``publish=False``). :attr:`board` ranks this run alone; :attr:`errors` and :attr:`warnings`
+    say whether its answer can be read. :attr:`records` and :attr:`leaderboard` are read on first use.
     """
 
     summary: dict[str, Any]
@@ -61,6 +67,20 @@ class RunResults:
     failed: dict[str, str] = field(default_factory=dict)
     published: Published | None = None
     """What publishing wrote (the board, its files, the site), ``None`` without a leaderboard."""
+    board: Leaderboard | None = field(default=None, repr=False)
+    """This run's board, built in memory: its explainers ranked on its tracks only (what
+    ``xaibench run`` prints); the leaderboard files rank every submission of the folder."""
+
+    @property
+    def errors(self) -> list[str]:
+        """Why the run's answer cannot be read (e.g. a track mostly n/a), one line each; the
+        command line prints them in red and exits 1 (:func:`xaibench.runner.health.health_lines`)."""
+        return health.health_lines(self.summary)[0]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What to doubt in the answer (e.g. a model at chance on a track), one line each."""
+        return health.health_lines(self.summary)[1]
 
     @property
     def tracks(self) -> list[str]:
@@ -218,9 +238,11 @@ def run(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     limit: int | None = None,
     seed: int = 0,
-    workdir: str | Path = ".xaibench",
-    submissions: str | Path | None = "submissions",
-    leaderboard_dir: str | Path | None = "leaderboard",
+    output_path: str | Path | None = None,
+    workdir: str | Path | None = None,
+    submissions: str | Path | None = None,
+    leaderboard_dir: str | Path | None = None,
+    publish: bool = True,
     site: bool = True,
     data_dir: str | Path | None = None,
     timeout: float | None = 300.0,
@@ -247,9 +269,15 @@ def run(
       ``model_params`` / ``dataset_params`` (e.g. ``{"checkpoint": "resnet18.pth"}``), ``target``
       (``"predicted"`` or ``"label"``) and ``track_name`` (default ``<model>-on-<dataset>``).
     - ``params``: explainer parameters by explainer, ``{"gradient": {"smooth": True}}`` (``--param``).
-    - ``limit`` (samples per track), ``seed``, ``workdir``; ``submissions`` and
-      ``leaderboard_dir``: where publishing writes (``None``: do not publish; the leaderboard
-      needs the submissions), ``site``: also build the static site in ``<leaderboard_dir>/site``.
+    - ``limit`` (samples per track), ``seed``.
+    - Where it writes: ``output_path`` DIR puts the workdir in ``DIR/.xaibench``, the submissions
+      in ``DIR/submissions`` and the leaderboard in ``DIR/leaderboard``; ``workdir``,
+      ``submissions`` and ``leaderboard_dir`` put one of them elsewhere (the leaderboard needs
+      the submissions). Without ``output_path`` the workdir is ``<cache>/runs``
+      (``$XAIBENCH_CACHE``, else ``~/.cache/xaibench``: explanations are reused across calls) and
+      only the folders given are published, so nothing is written in the current folder.
+      ``publish=False``: no submissions, leaderboard or site (``--no-publish``); ``site``: also
+      build the static site in ``<leaderboard_dir>/site``.
     - ``data_dir``: root of the real datasets (``XAIBENCH_DATA_DIR``, set for this call only).
     - ``timeout`` (seconds per explainer call; ``None`` or 0: none), ``batch_size``, ``threads``,
       ``cache``, ``executor`` (``"local"`` worker processes, ``"ray"``, or ``"inprocess"`` for
@@ -257,7 +285,9 @@ def run(
       ``progress`` (progress bars). The plugins are the installed ones (``xaibench list plugins``).
 
     Returns a :class:`RunResults`. A track that cannot be loaded is reported in
-    ``RunResults.failed`` (the command line exits 1 for it); the other tracks still run.
+    ``RunResults.failed`` (the command line exits 1 for it); the other tracks still run. A run
+    whose answer cannot be read (tracks mostly n/a) is reported in ``RunResults.errors``, and
+    what to doubt (e.g. a model at chance) in ``RunResults.warnings``; neither raises.
     """
     return run_with(API, **locals())
 
@@ -284,6 +314,14 @@ def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
         track_name=a["track_name"],
         spelling=spelling,
     )
+    outputs = run_outputs(
+        a["output_path"],
+        workdir=a["workdir"],
+        submissions=a["submissions"],
+        leaderboard_dir=a["leaderboard_dir"],
+        publish=a["publish"],
+        spelling=spelling,
+    )
     config = make_run_config(
         names,
         suite=suite_name,
@@ -293,7 +331,7 @@ def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
         explainer_params=explainer_params,
         seed=a["seed"],
         limit=a["limit"],
-        workdir=Path(a["workdir"]).expanduser(),
+        workdir=outputs.workdir,
         batch_size=a["batch_size"],
         timeout=a["timeout"],
         threads=a["threads"],
@@ -305,10 +343,7 @@ def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
         device=a["device"],
         spelling=spelling,
     )
-    subs = Path(a["submissions"]).expanduser() if a["submissions"] is not None else None
-    board_dir = Path(a["leaderboard_dir"]).expanduser() if a["leaderboard_dir"] is not None else None
-    if board_dir is not None and subs is None:
-        raise XaibenchError("leaderboard_dir needs submissions: the leaderboard is built from the submission files")
+    subs, board_dir = outputs.submissions, outputs.leaderboard_dir
     if subs is not None:  # fail before the run, changing nothing
         from xaibench.publish.validation import require_valid, submission_files
 
@@ -333,7 +368,33 @@ def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
             out.submission_files = list(write_run(result, registry, subs))
             if board_dir is not None:
                 _publish(out, subs, board_dir, site=a["site"], registry=registry)
+        out.board = run_board(result.summary, registry, out.submission_files)
     return out
+
+
+def run_board(summary: Mapping[str, Any], registry: Registry, submission_files: Sequence[Path] = ()) -> Leaderboard:
+    """This run's board: its explainers ranked on its tracks only (the cross-track win rates over
+    those tracks), built in memory. From the submission files the run wrote when it published
+    (their disclosure kept; the tracks of earlier runs left out), else from the summary alone, so
+    ``--no-publish`` writes nothing for it."""
+    from xaibench.publish.board import build_board
+    from xaibench.publish.submission import build_submission, load_submission, submission_filename
+
+    tracks = {t for t, block in summary["tracks"].items() if "error" not in block}
+    if submission_files:
+        return build_board(
+            (path, {**data, "tracks": {t: v for t, v in data["tracks"].items() if t in tracks}})
+            for path, data in ((p, load_submission(p)) for p in submission_files)
+        )
+    blocks = {
+        name: entry["explainer"] for t in sorted(tracks) for name, entry in summary["tracks"][t]["explainers"].items()
+    }
+    made = []
+    for name, block in sorted(blocks.items()):
+        default = block["params"] == dict(registry.entry("explainer", name).cls.default_params)
+        path = Path(submission_filename(name, block["params_digest"], default))
+        made.append((path, build_submission(cast("RunSummary", summary), name, None)))
+    return build_board(made)
 
 
 @dataclass

@@ -5,8 +5,10 @@
 the only place that constructs one. The checks of what a user may get wrong (counts, seed,
 timeout, executor, device, the suite or ad-hoc track) live here too, with messages that name
 each argument the way the caller spells it (:class:`Spelling`: ``--limit`` on the command line,
-``limit=`` in Python). :func:`data_dir` sets ``XAIBENCH_DATA_DIR`` for one run and restores it,
-so no command leaves the process environment changed.
+``limit=`` in Python). :func:`run_outputs` places a run's workdir, submissions and leaderboard
+(``--output-path``/``output_path=`` and the finer options). :func:`data_dir` sets
+``XAIBENCH_DATA_DIR`` for one run and restores it, so no command leaves the process environment
+changed.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ __all__ = [
     "DEVICE_PATTERN",
     "EXECUTORS",
     "RunConfig",
+    "RunOutputs",
     "Spelling",
     "data_dir",
     "make_run_config",
     "parameter_mapping",
+    "run_outputs",
     "suite_tracks",
 ]
 
@@ -47,6 +51,12 @@ DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N or mps"
 ADHOC_SUITE = "adhoc"
 """The suite name recorded for a run of one ad-hoc track (a model on a dataset)."""
+WORKDIR_NAME = ".xaibench"
+"""The workdir's folder in an output path (``--output-path DIR``: ``DIR/.xaibench``)."""
+SUBMISSIONS_NAME = "submissions"
+LEADERBOARD_NAME = "leaderboard"
+RUNS_CACHE = "runs"
+"""The workdir of a Python run without an output path: ``<cache>/runs`` (explanations reused across calls)."""
 
 
 @dataclass
@@ -98,7 +108,9 @@ API = Spelling(
     {
         **{k: f"{k}=" for k in ("suite", "model", "dataset", "limit", "seed", "timeout", "device", "executor")},
         **{k: f"{k}=" for k in ("batch_size", "threads", "workers", "data_dir", "submissions", "leaderboard_dir")},
+        **{k: f"{k}=" for k in ("output_path", "workdir")},
         **{k: k for k in ("model_params", "dataset_params", "target", "track_name")},
+        "publish": "publish=False",
     }
 )
 CLI = Spelling(
@@ -121,6 +133,9 @@ CLI = Spelling(
         "data_dir": "--data-dir",
         "submissions": "--submissions",
         "leaderboard_dir": "--leaderboard-dir",
+        "output_path": "--output-path",
+        "workdir": "--workdir",
+        "publish": "--no-publish",
     }
 )
 
@@ -194,6 +209,73 @@ def suite_tracks(
         name=track_name,
     )
     return ADHOC_SUITE, [track]
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    """Where a run writes: its workdir (records, cache, summary), and where publishing writes
+    (``None``: not published; the leaderboard is built from the submissions)."""
+
+    workdir: Path
+    submissions: Path | None
+    leaderboard_dir: Path | None
+
+
+def _folder(value: Any, argument: str, spelling: Spelling) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise XaibenchError(f"{spelling.value(argument, value)}: expected a folder path")
+    return Path(value).expanduser()
+
+
+def run_outputs(
+    output_path: str | Path | None,
+    *,
+    workdir: str | Path | None = None,
+    submissions: str | Path | None = None,
+    leaderboard_dir: str | Path | None = None,
+    publish: bool = True,
+    spelling: Spelling = API,
+) -> RunOutputs:
+    """Where a run writes. ``None`` means not given. With ``output_path`` DIR: the workdir is
+    ``DIR/.xaibench``, the submissions ``DIR/submissions``, the leaderboard ``DIR/leaderboard``,
+    each unless given (the command line passes its current folder as DIR when ``--output-path``
+    is not given). Without one (Python): the workdir is ``<cache>/runs`` (``$XAIBENCH_CACHE``, else
+    ``~/.cache/xaibench``) and only what is given is published, so nothing is written in the
+    current folder. ``publish=False``: nothing is published; giving a publishing folder with it
+    is a contradiction."""
+    if not isinstance(publish, bool):
+        raise XaibenchError(f"publish={publish!r}: expected True or False")
+    root = _folder(output_path, "output_path", spelling)
+    work, subs, board = (
+        _folder(v, a, spelling)
+        for v, a in ((workdir, "workdir"), (submissions, "submissions"), (leaderboard_dir, "leaderboard_dir"))
+    )
+    if root is not None and root.exists() and not root.is_dir():
+        raise XaibenchError(f"{spelling.value('output_path', str(root))}: is a file, not a folder; pass a folder")
+    if not publish:
+        given = next((a for a, v in (("submissions", subs), ("leaderboard_dir", board)) if v is not None), None)
+        if given is not None:
+            raise XaibenchError(
+                f"{spelling('publish')} with {spelling(given)}: give one or the other "
+                f"({spelling('publish')} writes no submissions or leaderboard)"
+            )
+    if root is not None:
+        work = work if work is not None else root / WORKDIR_NAME
+        if publish:
+            subs = subs if subs is not None else root / SUBMISSIONS_NAME
+            board = board if board is not None else root / LEADERBOARD_NAME
+    if work is None:
+        from xaibench.models.trained import default_cache_dir
+
+        work = default_cache_dir() / RUNS_CACHE
+    if board is not None and subs is None:
+        raise XaibenchError(
+            f"{spelling('leaderboard_dir').rstrip('=')} needs {spelling('submissions').rstrip('=')}: the leaderboard "
+            "is built from the submission files"
+        )
+    return RunOutputs(workdir=work, submissions=subs, leaderboard_dir=board)
 
 
 def check_device(device: Any, spelling: Spelling = API) -> str:
