@@ -644,7 +644,7 @@ def test_real_suite_tracks_found_roots(monkeypatch: pytest.MonkeyPatch) -> None:
     tracks = suite.tracks()
     assert [t.name for t in tracks] == ["human-attention", "voc2012-seg", "oxford-pets", "coco"]
     for t in tracks:
-        assert t.model == "efficientnet-lite0" and t.dataset == t.name and t.target == "predicted"
+        assert t.model == "efficientnet-lite0" and t.dataset == t.name and t.target == "label"  # mapped classes
         assert Path(t.dataset_params["root"]) == SHARED / FIXTURES[t.name]
     status = suite.status()
     assert "found: human-attention" in status and "missing: mohseni, saliency-bench" in status

@@ -227,12 +227,12 @@ def test_other_files_and_duplicate_ids_are_rejected(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- labels
 
 
-def test_integer_labels_are_indices_and_targets(tmp_path: Path) -> None:
+def test_integer_labels_are_indices_and_never_fix_the_target(tmp_path: Path) -> None:
     root = _folder(tmp_path, {"a": (4, 4), "b": (4, 4), "c": (4, 4)})
     _labels(root, "id,label\nb,7\na.png,281\n")
     ds = FolderDataset(root=root)
     got = {s.id: (s.label, s.target) for s in ds.samples()}
-    assert got == {"a": (281, 281), "b": (7, 7), "c": (None, None)}
+    assert got == {"a": (281, None), "b": (7, None), "c": (None, None)}  # the track's rule picks the class
     assert ds.label_names == ()
 
 
@@ -249,7 +249,7 @@ def test_imagenet_names_and_synonyms(tmp_path: Path) -> None:
     _labels(root, "id,label\na,tabby\nb,Espresso\nc,tabby cat\n")
     ds = FolderDataset(root=root, label_names="imagenet")
     assert len(ds.label_names) == 1000
-    assert [(s.label, s.target) for s in ds.samples()] == [(281, 281), (967, 967), (281, 281)]
+    assert [(s.label, s.target) for s in ds.samples()] == [(281, None), (967, None), (281, None)]
 
 
 def test_explicit_label_names(tmp_path: Path) -> None:
@@ -289,3 +289,33 @@ def test_bad_label_names_parameter(tmp_path: Path) -> None:
     root = _folder(tmp_path, {"a": (4, 4)})
     with pytest.raises(ValueError, match=r"label_names must be 'imagenet' or a list"):
         FolderDataset(root=root, label_names="coco")
+
+
+# ----------------------------------------------------------------------------- every problem at once
+
+
+def test_every_bad_file_is_named_in_one_error(tmp_path: Path) -> None:
+    root = _folder(tmp_path, {"a": (32, 32), "b": (32, 32), "c": (32, 32)})
+    (root / "images" / "a.png").write_bytes(b"not a png")
+    _save(root / "masks" / "b.png", np.zeros((10, 10), dtype=np.uint8))
+    _labels(root, "id,label\nb,1\nc,2\nzz,3\n")
+    with pytest.raises(ValueError) as info:
+        FolderDataset(root=root)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"folder {root}: 3 problems: images/a.png (cannot read image")
+    assert "masks/b.png (mask is 10x10 (HxW) but its image images/b.png is 32x32)" in message
+    assert message.endswith("labels.csv line 4 (unknown id 'zz' (no images/zz.jpg or .png))")
+
+
+def test_the_list_of_problems_is_capped(tmp_path: Path) -> None:
+    root = _folder(tmp_path, {"a": (4, 4)})
+    rows = "".join(f"x{i},1\n" for i in range(13))
+    _labels(root, "id,label\n" + rows)
+    (root / "images" / "notes.txt").write_text("x")
+    with pytest.raises(ValueError) as info:
+        FolderDataset(root=root)
+    message = str(info.value)
+    assert message.startswith(f"folder {root}: 14 problems: images/notes.txt (not an image file")
+    assert message.count("unknown id") == 9 and "labels.csv line 10 (unknown id 'x8'" in message
+    assert message.endswith(" and 4 more")

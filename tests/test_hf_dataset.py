@@ -178,3 +178,19 @@ def test_run_on_an_hf_imagefolder_scores_alignment_and_faithfulness(
     rows = records(tmp_path / "work", "resnet18-on-pets")
     assert_scored(rows, {"s0", "s1"})
     assert {r["dataset"]["name"] for r in rows} == {"hf"}
+
+
+def test_every_bad_row_is_named_in_one_error(tmp_path: Path) -> None:
+    root = make_imagefolder(tmp_path / "pets", n=4)
+    (root / "train" / "cat" / "s0.png").write_bytes(b"not a png")
+    Image.fromarray(np.zeros((SIZE, SIZE + 1), np.uint8)).save(root / "train" / "masks" / "s1.png")
+    (root / "train" / "masks" / "s2.png").write_bytes(b"not a png either")
+    ds = HFDataset(root)
+    with pytest.raises(ValueError) as info:
+        list(ds.samples())
+    message = str(info.value)
+    assert message.startswith(f"{root} split 'train': 3 problems: row 0 column 'image' (cannot read image")
+    assert "row 1 column 'mask' (mask is 40x41 (HxW) but its image is 40x40)" in message
+    assert "row 2 column 'mask' (cannot read image" in message and "\n" not in message
+    with pytest.raises(ValueError, match=r"split 'train' row 0 column 'image': cannot read image"):
+        list(ds.samples(limit=1))  # the rows a run reads are checked: here one problem

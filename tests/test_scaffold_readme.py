@@ -4,7 +4,10 @@ environment its commands run in."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
+
+import pytest
 
 from xaibench import scaffold
 from xaibench.scaffold import scaffold_plugin
@@ -25,3 +28,16 @@ def test_scaffold_readme_says_which_environment(tmp_path: Path) -> None:
     assert "pip install -e ." in readme and "xaibench list explainers" in readme
     assert "`docs/writing-plugins.md` in xaibench's source tree" in readme
     assert (Path(__file__).resolve().parents[1] / "docs" / "writing-plugins.md").is_file()
+
+
+def test_next_steps_print_each_command_whole_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However narrow the terminal, every command sits on one line, its path quoted for the shell."""
+    monkeypatch.setenv("COLUMNS", "30")
+    root = scaffold_plugin("wrap-probe", tmp_path / "a folder with spaces" / ("deep" * 12))
+    scaffold.echo_next_steps(root)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"created {root}"
+    commands = [shlex.split(line) for line in lines if line.startswith("  ")]
+    assert commands == [["pip", "install", "-e", str(root)], ["pytest", str(root)], ["xaibench", "list", "explainers"]]

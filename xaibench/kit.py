@@ -17,7 +17,8 @@ What the kit gives, by task:
 - **explain as one call**: :class:`AttributionExplainer`, an explainer whose ``explain`` checks
   the inputs and targets, derives the per-image seeds and freezes the model's parameters, then
   calls its :meth:`~AttributionExplainer.attribute` with an :class:`ExplainBatch` on the
-  model's device, and checks the maps it returns;
+  model's device, and checks the maps it returns; :class:`LayerAttributionExplainer`, the same
+  for a target-layer method (a CAM): it resolves the layers and upsamples the layer's maps;
 - **inputs and targets**: :func:`as_inputs` (a private float copy of the batch),
   :func:`as_targets` (``(B,)`` int64 class indices), :func:`as_maps` (the returned maps, shape
   checked), :func:`baseline_input` (the ``zero`` / ``black`` reference input);
@@ -48,7 +49,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -82,6 +83,7 @@ __all__ = [
     "ExplainContext",
     "Explainer",
     "GroundTruth",
+    "LayerAttributionExplainer",
     "Metric",
     "MetricInput",
     "MetricOutput",
@@ -339,6 +341,70 @@ class AttributionExplainer(Explainer):
     def attribute(self, model: Model, batch: ExplainBatch) -> Any:
         """``(B, S, S)`` maps (an array or a tensor on any device; higher = more relevant to the
         target class) for ``batch``; the model's parameters are frozen meanwhile."""
+        raise NotImplementedError
+
+
+class LayerAttributionExplainer(AttributionExplainer):
+    """A target-layer method (a CAM, a library's layer attribution) in a few lines: implement
+    :meth:`attribute_layer`, which gets one resolved layer module and returns maps at that layer's
+    resolution.
+
+    On top of :class:`AttributionExplainer` (inputs, targets, seeds, frozen parameters, checked
+    maps), ``attribute`` resolves ``model.target_layers`` to modules
+    (:func:`resolve_target_layers`; a ``target_layer`` parameter, when the explainer declares one
+    and it is set, names a submodule instead), makes the inputs require gradients with autograd
+    on (when ``needs`` has ``gradients``, so layer activations carry gradients although the
+    parameters are frozen), calls :meth:`attribute_layer` once per layer, takes ``(B, h, w)`` or
+    ``(B, 1, h, w)`` maps (array or tensor, any device), upsamples them to the input size with
+    :func:`resize_bilinear` and averages them over the layers. Grad-CAM through Captum, say::
+
+        class CaptumGradCAM(LayerAttributionExplainer):
+            name = "captum-gradcam"
+
+            def attribute_layer(self, model, batch, layer):
+                from captum.attr import LayerGradCam
+
+                return LayerGradCam(model.module, layer).attribute(batch.x, target=batch.targets)
+    """
+
+    needs: ClassVar[tuple[str, ...]] = ("gradients", "target_layer")
+
+    def attribute(self, model: Model, batch: ExplainBatch) -> np.ndarray:
+        override = self.params.get("target_layer")
+        if override:
+            try:
+                layers = [model.module.get_submodule(str(override))]
+            except AttributeError:
+                raise ValueError(
+                    f"explainer {self.name!r}: target_layer {override!r} is not a submodule of model {model.name!r}"
+                ) from None
+        else:
+            layers = resolve_target_layers(model, self.name)
+        gradients = "gradients" in self.needs
+        size = (int(batch.x.shape[-2]), int(batch.x.shape[-1]))
+        total = np.zeros((int(batch.x.shape[0]), *size), dtype=np.float32)
+        with torch.set_grad_enabled(gradients):
+            if gradients:
+                batch.x.requires_grad_(True)
+            for layer in layers:
+                total += self._upsampled(self.attribute_layer(model, batch, layer), batch, size)
+        return total / len(layers)
+
+    def _upsampled(self, maps: Any, batch: ExplainBatch, size: tuple[int, int]) -> np.ndarray:
+        low = np.asarray(maps.detach().cpu() if isinstance(maps, torch.Tensor) else maps, dtype=np.float32)
+        if low.ndim == 4 and low.shape[1] == 1:
+            low = low[:, 0]
+        if low.ndim != 3 or low.shape[0] != int(batch.x.shape[0]):
+            raise RuntimeError(
+                f"explainer {self.name!r}: attribute_layer returned maps of shape {low.shape}, "
+                f"expected (B, h, w) or (B, 1, h, w) with B = {int(batch.x.shape[0])}"
+            )
+        return resize_bilinear(low, size)
+
+    def attribute_layer(self, model: Model, batch: ExplainBatch, layer: torch.nn.Module) -> Any:
+        """``(B, h, w)`` or ``(B, 1, h, w)`` maps at ``layer``'s resolution (higher = more relevant
+        to the target class) for ``batch``, whose ``x`` requires gradients; remove any hook you
+        register on ``layer`` before returning, also when you raise."""
         raise NotImplementedError
 
 

@@ -18,8 +18,11 @@ checkout set up with ``make``)::
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from string import Template
+
+import click
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
@@ -190,3 +193,24 @@ def scaffold_plugin(name: str, dest: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(template.substitute(names), encoding="utf-8")
     return root
+
+
+def next_steps(root: Path) -> str:
+    """What ``xaibench new-plugin`` prints after writing ``root``: one command a line, the path
+    quoted for the shell, so every command can be copied whole."""
+    quoted = shlex.quote(str(root))
+    return "\n".join(
+        (
+            f"created {root}",
+            "next, in the environment xaibench is installed in:",
+            f"  pip install -e {quoted}",
+            f"  pytest {quoted}",
+            "  xaibench list explainers",
+        )
+    )
+
+
+def echo_next_steps(root: Path) -> None:
+    """Print :func:`next_steps` as it is: plain ``click.echo``, never re-wrapped to the terminal's
+    width (a wrapped command breaks when pasted)."""
+    click.echo(next_steps(root))

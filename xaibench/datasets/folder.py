@@ -14,19 +14,25 @@ Palette PNGs are read as their palette indices. A mask must have its image's siz
 A mask that was resized with interpolation has many values and is read as multi-level.
 
 Labels: each row's ``label`` is either an integer class index or a class name.
-- integer: used as is (and as ``target``, the model class to explain when a track
-  explains the label); with ``label_names`` given it must be in range;
+- integer: used as is; with ``label_names`` given it must be in range;
 - name with ``label_names="imagenet"``: matched case-insensitively against the
   ImageNet-1k names or any of their comma-separated synonyms ("tabby",
-  "tabby cat" -> 281); ``target`` is that index;
+  "tabby cat" -> 281);
 - name with ``label_names=[...]``: matched case-insensitively in that list;
 - name without ``label_names``: the dataset's classes are the sorted distinct
-  names and ``target`` is ``None`` (the names do not map onto a model's classes).
-Ids without a row have ``label=None``.
+  names (as an imagefolder's class folders are for the ``hf`` dataset).
+Ids without a row have ``label=None``. ``Sample.target`` stays ``None``: like ``hf``, a track
+explains the model's prediction unless it says ``target = "label"`` (``--target label``), and
+then the label index is the explained model class (DESIGN 1,
+:func:`xaibench.runner.track.resolve_targets`).
 
-The folder is checked when the dataset is built (file names, image headers, mask
-sizes, labels); pixel data is decoded when samples are read. Every problem raises
-``ValueError`` naming the file and the problem.
+The folder is checked in one pass when the dataset is built (file names, image and mask
+headers and sizes, every row of ``labels.csv``; headers only, no pixel is decoded), and every
+problem found is reported at once: one ``ValueError`` whose one line names each bad file and
+its problem (``folder ROOT: 3 problems: images/a.png (cannot read image ...), masks/b.png
+(mask is 10x10 (HxW) but its image images/b.png is 32x32), labels.csv line 4 (unknown id
+'c' ...)``, the first 10 and ``and N more``; a single problem reads ``PATH: problem``). What
+only decoding shows (a truncated image, a colour mask) raises when that sample is read.
 """
 
 from __future__ import annotations
@@ -77,20 +83,65 @@ def mask_to_ground_truth(mask: np.ndarray, path: Path | str = "mask") -> tuple[G
     )
 
 
-def _entries(directory: Path, suffixes: tuple[str, ...], what: str) -> dict[str, Path]:
-    """Map id -> file for the visible files in ``directory``; reject other files and duplicate ids."""
+def _entries(directory: Path, suffixes: tuple[str, ...], what: str, problems: Problems) -> dict[str, Path]:
+    """Map id -> file for the visible files in ``directory``; other files and duplicate ids are problems."""
     found: dict[str, Path] = {}
     for entry in sorted(directory.iterdir()):
         if entry.name.startswith("."):
             continue
         if not entry.is_file() or entry.suffix.lower() not in suffixes:
             allowed = ", ".join(suffixes)
-            raise ValueError(f"{entry}: not {what} file (expected {directory.name}/<id> with suffix {allowed})")
+            problems.add(entry, f"not {what} file (expected {directory.name}/<id> with suffix {allowed})")
+            continue
         key = entry.stem
         if key in found:
-            raise ValueError(f"{entry}: id {key!r} already has {found[key].name}; keep one file per id")
+            problems.add(entry, f"id {key!r} already has {found[key].name}; keep one file per id")
+            continue
         found[key] = entry
     return found
+
+
+class Problems:
+    """Every problem of a folder, gathered in one pass and raised as one ``ValueError``.
+
+    One problem reads ``PATH: what``; several read ``folder ROOT: N problems: REL (what), ...``
+    with the first :attr:`SHOWN` named and ``and K more``. ``where`` is a path under the root
+    (a file, or ``labels.csv line 4``)."""
+
+    SHOWN: ClassVar[int] = 10
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, where: Path | str, what: str) -> None:
+        path = Path(where)
+        try:
+            rel = path.relative_to(self.root).as_posix()
+        except ValueError:
+            rel = str(where)
+        self.items.append((rel, what))
+
+    def add_error(self, path: Path, exc: ValueError) -> None:
+        """A reader's ``ValueError`` (``PATH: what``) as the problem of ``path``."""
+        text = str(exc)
+        self.add(path, text[len(f"{path}: ") :] if text.startswith(f"{path}: ") else text)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def message(self) -> str:
+        if len(self.items) == 1:
+            rel, what = self.items[0]
+            return f"{self.root / rel}: {what}"
+        shown = ", ".join(f"{rel} ({what})" for rel, what in self.items[: self.SHOWN])
+        more = f" and {len(self.items) - self.SHOWN} more" if len(self.items) > self.SHOWN else ""
+        return f"folder {self.root}: {len(self.items)} problems: {shown}{more}"
+
+    def check(self) -> None:
+        """Raise the gathered problems, if any, as one ``ValueError``."""
+        if self.items:
+            raise ValueError(self.message())
 
 
 class FolderDataset(Dataset):
@@ -116,32 +167,48 @@ class FolderDataset(Dataset):
         images_dir = self.root / "images"
         if not images_dir.is_dir():
             raise ValueError(f"{images_dir}: missing; put the images in {images_dir}/<id>.jpg or .png")
-        self._images = _entries(images_dir, IMAGE_SUFFIXES, "an image")
+        problems = Problems(self.root)
+        self._images = _entries(images_dir, IMAGE_SUFFIXES, "an image", problems)
         if not self._images:
-            raise ValueError(f"{images_dir}: empty; no .jpg/.jpeg/.png images found")
+            problems.add(images_dir, "empty; no .jpg/.jpeg/.png images found")
+            problems.check()
         self._ids = sorted(self._images)
 
         masks_dir = self.root / "masks"
-        self._masks = _entries(masks_dir, MASK_SUFFIXES, "a mask") if masks_dir.is_dir() else {}
-        for key, path in self._masks.items():
+        self._masks = _entries(masks_dir, MASK_SUFFIXES, "a mask", problems) if masks_dir.is_dir() else {}
+        for key, path in list(self._masks.items()):
             if key not in self._images:
-                raise ValueError(f"{path}: mask has no matching image images/{key}.jpg or .png")
+                problems.add(path, f"mask has no matching image images/{key}.jpg or .png")
+                del self._masks[key]
 
-        self._sizes = {key: _image_size(path) for key, path in self._images.items()}
+        self._sizes: dict[str, tuple[int, int]] = {}
+        for key, path in self._images.items():
+            try:
+                self._sizes[key] = _image_size(path)
+            except ValueError as exc:
+                problems.add_error(path, exc)
         for key, path in self._masks.items():
-            mask_size, image_size = _image_size(path), self._sizes[key]
-            if mask_size != image_size:
-                raise ValueError(
-                    f"{path}: mask is {mask_size[0]}x{mask_size[1]} (HxW) but its image "
-                    f"{self._images[key].relative_to(self.root)} is {image_size[0]}x{image_size[1]}"
+            try:
+                mask_size = _image_size(path)
+            except ValueError as exc:
+                problems.add_error(path, exc)
+                continue
+            image_size = self._sizes.get(key)
+            if image_size is not None and mask_size != image_size:
+                problems.add(
+                    path,
+                    f"mask is {mask_size[0]}x{mask_size[1]} (HxW) but its image "
+                    f"{self._images[key].relative_to(self.root).as_posix()} is {image_size[0]}x{image_size[1]}",
                 )
 
-        self._targets: dict[str, int | None] = {}
-        self._labels, self.label_names = self._read_labels(label_names)
+        self._labels, self.label_names = self._read_labels(label_names, problems)
+        problems.check()
 
     # ------------------------------------------------------------------ labels
 
-    def _read_labels(self, label_names: Sequence[str] | str | None) -> tuple[dict[str, int], tuple[str, ...]]:
+    def _read_labels(
+        self, label_names: Sequence[str] | str | None, problems: Problems
+    ) -> tuple[dict[str, int], tuple[str, ...]]:
         names: tuple[str, ...] | None
         imagenet = isinstance(label_names, str) and label_names.strip().lower() == "imagenet"
         if imagenet:
@@ -156,7 +223,7 @@ class FolderDataset(Dataset):
         path = self.root / "labels.csv"
         if not path.exists():
             return {}, names or ()
-        rows = self._csv_rows(path)
+        rows = self._csv_rows(path, problems)
 
         lookup: dict[str, int] = {}
         if names is not None:
@@ -173,15 +240,14 @@ class FolderDataset(Dataset):
         if names is None and textual:
             numeric = [line for line, label in raw.values() if _is_int(label)]
             if numeric:
-                raise ValueError(
-                    f"{path} line {min(numeric)}: labels mix integer indices and class names; use one kind, "
-                    f"or pass label_names so names and indices refer to the same classes"
+                problems.add(
+                    f"{path} line {min(numeric)}",
+                    "labels mix integer indices and class names; use one kind, "
+                    "or pass label_names so names and indices refer to the same classes",
                 )
+                return {}, ()
             names = tuple(textual)
             lookup = {n.lower(): i for i, n in enumerate(names)}
-            map_to_model = False
-        else:
-            map_to_model = True
 
         labels: dict[str, int] = {}
         for key, (line_no, label) in raw.items():
@@ -190,30 +256,32 @@ class FolderDataset(Dataset):
                 index = int(label)
                 if index < 0 or (names is not None and index >= len(names)):
                     bound = f"0..{len(names) - 1}" if names is not None else ">= 0"
-                    raise ValueError(f"{where}: label index {index} out of range ({bound})")
-                labels[key] = index
-                self._targets[key] = index
+                    problems.add(where, f"label index {index} out of range ({bound})")
+                else:
+                    labels[key] = index
                 continue
             found = lookup.get(label.lower())
             if found is None:
                 assert names is not None
                 close = difflib.get_close_matches(label.lower(), list(lookup), n=3, cutoff=0.6)
                 hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-                raise ValueError(f"{where}: unknown class name {label!r}{hint}")
-            labels[key] = found
-            self._targets[key] = found if map_to_model else None
+                problems.add(where, f"unknown class name {label!r}{hint}")
+            else:
+                labels[key] = found
         return labels, names or ()
 
-    def _csv_rows(self, path: Path) -> list[tuple[int, str, str]]:
+    def _csv_rows(self, path: Path, problems: Problems) -> list[tuple[int, str, str]]:
         try:
             text = path.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from exc
+            problems.add(path, f"cannot read ({type(exc).__name__}: {exc})")
+            return []
         reader = csv.reader(io.StringIO(text))
         header = next(reader, None)
         if header is None or [h.strip().lower() for h in header] != ["id", "label"]:
             got = ",".join(header) if header else "an empty file"
-            raise ValueError(f"{path}: header must be 'id,label', got {got!r}")
+            problems.add(path, f"header must be 'id,label', got {got!r}")
+            return []
         rows: list[tuple[int, str, str]] = []
         seen: dict[str, int] = {}
         for row in reader:
@@ -221,18 +289,22 @@ class FolderDataset(Dataset):
             if not row or all(not cell.strip() for cell in row):
                 continue
             if len(row) != 2:
-                raise ValueError(f"{path} line {line_no}: expected 2 columns (id,label), got {len(row)}")
+                problems.add(f"{path} line {line_no}", f"expected 2 columns (id,label), got {len(row)}")
+                continue
             key, label = row[0].strip(), row[1].strip()
             if key not in self._images:
                 stem, suffix = os.path.splitext(key)
                 if suffix.lower() in IMAGE_SUFFIXES and stem in self._images:
                     key = stem
                 else:
-                    raise ValueError(f"{path} line {line_no}: unknown id {key!r} (no images/{key}.jpg or .png)")
+                    problems.add(f"{path} line {line_no}", f"unknown id {key!r} (no images/{key}.jpg or .png)")
+                    continue
             if not label:
-                raise ValueError(f"{path} line {line_no}: empty label for id {key!r}")
+                problems.add(f"{path} line {line_no}", f"empty label for id {key!r}")
+                continue
             if key in seen:
-                raise ValueError(f"{path} line {line_no}: id {key!r} already labelled on line {seen[key]}")
+                problems.add(f"{path} line {line_no}", f"id {key!r} already labelled on line {seen[key]}")
+                continue
             seen[key] = line_no
             rows.append((line_no, key, label))
         return rows
@@ -285,7 +357,6 @@ class FolderDataset(Dataset):
             image=image,
             label=self._labels.get(key),
             ground_truth=ground_truth,
-            target=self._targets.get(key),
             meta=meta,
         )
 

@@ -21,18 +21,22 @@ taken to be a model class: tracks explain the prediction unless they set ``targe
 Masks follow the folder dataset's rule (:func:`xaibench.datasets.folder.mask_to_ground_truth`):
 at most two values are binary, more are a multi-level map scaled by its maximum; a mask must
 have its image's size. Every problem raises ``ValueError`` naming the dataset, the row and the
-column.
+column. ``samples(limit)`` first checks the rows it will yield from their image headers alone
+(readable, mask size = image size) and reports every problem found at once, in one line.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import warnings
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from PIL import Image as PILImage
 
 from xaibench.api import Dataset, Sample
 from xaibench.datasets.folder import mask_to_ground_truth
@@ -89,6 +93,30 @@ def _mask_array(value: Any, where: str) -> np.ndarray:
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"{where}: mask is not numeric (dtype {arr.dtype})")
     return arr
+
+
+def _header_size(cell: Any, row: int, column: str, problems: list[tuple[int, str, str]]) -> tuple[int, int] | None:
+    """``(H, W)`` of an undecoded image cell (``{"bytes", "path"}``) from its header, or of an array
+    cell; ``None`` (and a problem unless the cell is empty) when it cannot be told."""
+    if cell is None:
+        problems.append((row, column, "no image"))
+        return None
+    if isinstance(cell, dict) and ("bytes" in cell or "path" in cell):
+        source = io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell.get("path")
+        if source is None:
+            problems.append((row, column, "no image"))
+            return None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", PILImage.DecompressionBombWarning)
+                with PILImage.open(source) as image:
+                    width, height = image.size
+        except Exception as exc:  # noqa: BLE001 - PIL raises many types; report one line
+            problems.append((row, column, f"cannot read image ({_first_line(exc)})"))
+            return None
+        return int(height), int(width)
+    shape = np.shape(cell)
+    return (int(shape[0]), int(shape[1])) if len(shape) == 2 else None
 
 
 class HFDataset(Dataset):
@@ -265,8 +293,44 @@ class HFDataset(Dataset):
 
     def samples(self, limit: int | None = None) -> Iterator[Sample]:
         n = len(self._ids) if limit is None else min(len(self._ids), max(0, int(limit)))
+        self._check_rows(n)
         for i in range(n):
             yield self._sample(i)
+
+    def _check_rows(self, n: int) -> None:
+        """Check the first ``n`` rows from their image headers alone (readable, mask size = image
+        size) and raise every problem found as one ``ValueError``: one problem reads ``WHERE row
+        I column C: what``; several ``WHERE split S: N problems: row I column C (what), ...`` (the
+        first 10, then ``and K more``). What only decoding shows fails when the row is read."""
+        from datasets import Image as ImageFeature
+
+        columns = [c for c in (self.image_column, self.mask_column) if c is not None]
+        raw = self._ds.select_columns(columns)
+        for column in columns:
+            if isinstance(raw.features[column], ImageFeature):
+                raw = raw.cast_column(column, ImageFeature(decode=False))
+        problems: list[tuple[int, str, str]] = []
+        for i in range(n):
+            row = raw[i]
+            image_size = _header_size(row[self.image_column], i, self.image_column, problems)
+            if self.mask_column is None or row[self.mask_column] is None:
+                continue
+            mask_size = _header_size(row[self.mask_column], i, self.mask_column, problems)
+            if image_size is not None and mask_size is not None and mask_size != image_size:
+                problems.append(
+                    (
+                        i,
+                        self.mask_column,
+                        f"mask is {mask_size[0]}x{mask_size[1]} (HxW) but its image is {image_size[0]}x{image_size[1]}",
+                    )
+                )
+        if len(problems) == 1:
+            i, column, what = problems[0]
+            raise ValueError(f"{self.where} split {self.split!r} row {i} column {column!r}: {what}")
+        if problems:
+            shown = ", ".join(f"row {i} column {column!r} ({what})" for i, column, what in problems[:10])
+            more = f" and {len(problems) - 10} more" if len(problems) > 10 else ""
+            raise ValueError(f"{self.where} split {self.split!r}: {len(problems)} problems: {shown}{more}")
 
     def _sample(self, i: int) -> Sample:
         where = f"{self.where} split {self.split!r} row {i}"

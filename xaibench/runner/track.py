@@ -139,25 +139,32 @@ def resolve_targets(
 ) -> tuple[np.ndarray, list[str]]:
     """The class explained for each sample and where it came from (DESIGN 1).
 
-    ``Sample.target`` when the dataset maps its label onto the model's classes (``mapped``),
-    else the most probable of ``meta["target_candidates"]`` when the label spans several model
-    classes (``mapped-candidate``), else the label when ``rule`` is ``"label"`` (``label``), else
-    the model's prediction on the clean image (``predicted``). ``probs`` are the model's clean
-    probabilities, ``(N, classes)``; without them (no model) a sample with neither a mapped target
-    nor a label rule gets ``-1`` (``unknown``).
+    ``rule="predicted"`` (the default): the model's prediction on the clean image for every
+    sample (``predicted``), whatever the dataset says about its labels. ``rule="label"``: the
+    sample's label as a model class: ``Sample.target`` when the dataset maps its label onto the
+    model's classes (``mapped``), else the most probable of ``meta["target_candidates"]`` when the
+    label spans several model classes (``mapped-candidate``), else ``Sample.label`` taken as a
+    model class index (``label``), unless the dataset records ``meta["target_source"] ==
+    "predicted"`` (its label has no model class); a sample left without a class gets the
+    prediction (``predicted``). ``probs`` are the model's clean probabilities, ``(N, classes)``;
+    without them (no model) a sample the rule gives no class gets ``-1`` (``unknown``).
     """
+    if rule not in ("predicted", "label"):
+        raise XaibenchError(f"target rule must be 'predicted' or 'label', got {rule!r}")
     if probs is not None:
         targets = probs.argmax(axis=1)
         sources = ["predicted"] * len(samples)
     else:
         targets = np.full(len(samples), -1, dtype=np.int64)
         sources = ["unknown"] * len(samples)
+    if rule == "predicted":
+        return targets.astype(np.int64), sources
     for i, sample in enumerate(samples):
         candidates = sample.meta.get("target_candidates") or []
         if sample.target is not None:
             targets[i], sources[i] = sample.target, "mapped"
         elif candidates and probs is not None:  # a label spanning several model classes: its most probable member
             targets[i], sources[i] = max(candidates, key=lambda c: probs[i, c]), "mapped-candidate"
-        elif rule == "label" and sample.label is not None:
+        elif sample.label is not None and sample.meta.get("target_source") != "predicted":
             targets[i], sources[i] = sample.label, "label"
     return targets.astype(np.int64), sources

@@ -61,6 +61,7 @@ def embedded_tracks(
             dataset="photos",
             dataset_params={"ids": list(photos)} if photos else {},
             model="efficientnet-lite0",
+            target="label",  # a photo's ImageNet label (Sample.target), else the prediction
             metrics=metrics.get("photos"),
             metric_params=metric_params.get("photos", {}),
             description="Real photographs shipped by installed packages; EfficientNet-Lite0 (ImageNet).",

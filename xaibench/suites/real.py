@@ -5,8 +5,10 @@ Roots are found exactly as the loaders find them (see
 named folder in ``XAIBENCH_DATA_DIR`` (``xaibench --data-dir DIR`` sets it). With
 ``XAIBENCH_DATA_DIR=/work/shared/data`` the folders ``human-attention-25``,
 ``voc2012-seg-14``, ``oxford-pets-26`` and ``coco-val2017-10`` are found. Each track
-passes the found root as ``dataset_params={"root": ...}``; the explained class is
-``Sample.target`` where the dataset maps its class to ImageNet, else the prediction.
+passes the found root as ``dataset_params={"root": ...}`` and says ``target="label"``: the
+explained class is ``Sample.target`` where the dataset maps its class to ImageNet, the most
+probable of ``meta["target_candidates"]`` where the class spans several ImageNet classes, else
+the prediction (:func:`xaibench.runner.track.resolve_targets`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class RealSuite(Suite):
                             name=f"{cls.name}-{bench.name}" if bench != root else cls.name,
                             dataset=cls.name,
                             model=MODEL,
+                            target="label",
                             dataset_params={**params, "benchmark": bench.name} if bench != root else params,
                             metrics=REAL_METRICS,
                             metric_params=REAL_METRIC_PARAMS,
@@ -100,6 +103,7 @@ class RealSuite(Suite):
                     name=cls.name,
                     dataset=cls.name,
                     model=MODEL,
+                    target="label",
                     dataset_params=params,
                     metrics=REAL_METRICS,
                     metric_params=REAL_METRIC_PARAMS,
