@@ -886,13 +886,13 @@ cli.add_command(pasta)
 )
 def new_plugin(name: str, dest: Path) -> None:
     """Scaffold a ready-to-install explainer plugin distribution with a test."""
-    from xaibench.scaffold import scaffold_plugin
+    from xaibench.scaffold import echo_next_steps, scaffold_plugin
 
     try:
         path = scaffold_plugin(name, dest)
     except FileExistsError as exc:
         raise XaibenchError(str(exc)) from exc
-    console.print(f"created {path}; install it with `pip install -e {path}` and run its tests with pytest")
+    echo_next_steps(path)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
