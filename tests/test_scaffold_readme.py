@@ -41,3 +41,18 @@ def test_next_steps_print_each_command_whole_on_one_line(
     assert lines[0] == f"created {root}"
     commands = [shlex.split(line) for line in lines if line.startswith("  ")]
     assert commands == [["pip", "install", "-e", str(root)], ["pytest", str(root)], ["xaibench", "list", "explainers"]]
+
+
+def test_new_plugin_command_prints_the_next_steps_unwrapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command itself prints through :func:`scaffold.echo_next_steps`: at 30 columns the
+    ``pip install -e`` line still holds the whole path."""
+    from click.testing import CliRunner
+
+    from xaibench.cli import cli
+
+    monkeypatch.setenv("COLUMNS", "30")
+    dest = tmp_path / ("nested" * 8)
+    result = CliRunner().invoke(cli, ["new-plugin", "unwrapped-probe", "--dest", str(dest)])
+    assert result.exit_code == 0, result.output
+    root = dest / "xaibench-unwrapped-probe"
+    assert f"  pip install -e {shlex.quote(str(root))}" in result.output.splitlines()
