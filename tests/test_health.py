@@ -179,8 +179,7 @@ def test_a_random_weight_37_class_resnet_is_at_chance() -> None:
     assert timm is not None and model.module.num_classes == 37
     rng = np.random.default_rng(0)
     samples = [
-        Sample(id=f"p{i}", image=rng.random((48, 48, 3), dtype=np.float32), label=3 * i, target=3 * i)
-        for i in range(8)
+        Sample(id=f"p{i}", image=rng.random((48, 48, 3), dtype=np.float32), label=3 * i, target=3 * i) for i in range(8)
     ]
     spec = TrackSpec(name="pets", dataset="folder", model="timm")
     track = build_track(spec, Shades(), model, samples)  # type: ignore[arg-type]

@@ -19,7 +19,6 @@ summary, the records' submissions, the leaderboard files and the site all carry 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -55,21 +54,21 @@ class ModelCheck(TypedDict):
     """One sentence: the numbers the verdict rests on."""
 
 
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval ``(low, high)`` of a proportion ``successes / n`` (both in [0, 1]):
-    ``(p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)``. Unlike the normal (Wald) interval it
-    is not empty at 0 or n successes, which is where a small track's accuracy often is.
-    ``n == 0`` gives ``(0.0, 1.0)``: nothing is known."""
+def wilson_interval(successes: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval ``(low, high)`` of a proportion ``successes / n`` (both in
+    [0, 1]): ``(p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)`` with ``z`` = :data:`Z95`.
+    Unlike the normal (Wald) interval it is not empty at 0 or n successes, which is where a small
+    track's accuracy often is. SciPy computes it (``binomtest(...).proportion_ci(method="wilson")``;
+    tests/test_health.py checks it against values worked out by hand). ``n == 0`` gives
+    ``(0.0, 1.0)``: nothing is known."""
     if n < 0 or not 0 <= successes <= n:
         raise ValueError(f"wilson_interval: need 0 <= successes <= n, got {successes} of {n}")
     if n == 0:
         return 0.0, 1.0
-    p = successes / n
-    z2 = z * z
-    denominator = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    from scipy.stats import binomtest
+
+    ci = binomtest(successes, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
 
 
 def true_classes(sample: Sample, rule: str, classes: int) -> frozenset[int] | None:
