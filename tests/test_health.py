@@ -116,7 +116,8 @@ def test_unlabelled_at_chance_when_the_mean_top1_is_below_two_over_k() -> None:
     assert model_check(high, samples)["at_chance"] is False
     # one sample without a class makes the track unlabelled: the rule is not mixed
     mixed = [sample(0, target=0), sample(1, target=0), sample(2, target=0), sample(3)]
-    assert model_check(high, mixed)["labelled"] is False
+    check = model_check(high, mixed)
+    assert check["labelled"] is False and check["reason"].startswith("3 of 4 samples labelled; mean top-1")
 
 
 # ----------------------------------------------------------------------------- from build_track

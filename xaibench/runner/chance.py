@@ -104,7 +104,7 @@ def model_check(probs: np.ndarray, samples: Sequence[Sample], rule: str = "predi
         "labelled": labelled,
         "n": n,
         "classes": k,
-        "chance": 1.0 / k,
+        "chance": 1.0 / k if k else 0.0,
         "accuracy": None,
         "ci": None,
         "mean_top1": round(mean_top1, 6),
@@ -132,10 +132,12 @@ def model_check(probs: np.ndarray, samples: Sequence[Sample], rule: str = "predi
         )
         return out
     at_chance = mean_top1 < 2.0 / k
+    known = sum(t is not None for t in truth)
+    labels = f"{known} of {n} samples labelled" if known else "no labels"
     out.update(
         at_chance=at_chance,
         reason=(
-            f"no labels; mean top-1 probability {mean_top1:.3f} is "
+            f"{labels}; mean top-1 probability {mean_top1:.3f} is "
             f"{'below' if at_chance else 'at least'} 2/K = {2.0 / k:.3f} (K = {k})"
         ),
     )
