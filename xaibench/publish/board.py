@@ -2,7 +2,8 @@
 
 :func:`build_board` ranks loaded submissions (:mod:`xaibench.publish.leaderboard` holds the
 rules) into a :class:`Leaderboard`: the tidy rows, each track's provenance and family verdicts,
-the explainers' blocks and flags, the win rates across tracks and the notes on superseded files.
+the explainers' blocks and flags, the win rates across tracks, the notes on superseded files and
+the warnings per track (a model at chance).
 The board keeps the submissions it was built from, so the site shows them without reading a file
 again. :mod:`xaibench.publish.writers` writes the board (CSV, JSON, Markdown, the terminal);
 :mod:`xaibench.site` builds the static site from it.
@@ -11,7 +12,7 @@ again. :mod:`xaibench.publish.writers` writes the board (CSV, JSON, Markdown, th
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from xaibench.publish.shapes import (
 )
 from xaibench.publish.submission import read_submissions
 from xaibench.publish.submission_files import Submission
+from xaibench.runner.chance import chance_warning
 
 LEADERBOARD_SCHEMA = "xaibench.leaderboard/2"
 
@@ -57,6 +59,8 @@ class Leaderboard:
     rules: Rules = field(default_factory=lambda: RULES.copy())
     notes: list[str] = field(default_factory=list)
     """Board-level notes, e.g. which submission superseded which."""
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    """track -> warning lines about its numbers (a model at chance: :func:`track_warnings`)."""
     submissions: tuple[Submission, ...] = field(default=(), repr=False, compare=False)
     """The submissions the board was built from, as read (superseded tracks included)."""
 
@@ -115,7 +119,21 @@ def build_board(submissions: Iterable[Submission | tuple[Path, SubmissionData]])
     for key, label in explainer_labels({k: v["explainer"] for k, v in board.explainers.items()}).items():
         board.explainers[key]["label"] = label
     board.summary = win_rates(board.rows)
+    board.warnings = track_warnings(board.tracks)
     return board
+
+
+def track_warnings(tracks: Mapping[str, Provenance]) -> dict[str, list[str]]:
+    """track -> its warning lines, read from its provenance; tracks without one are left out.
+    Today one rule: the model is at chance (``provenance["model_check"]``, the sentence of
+    :func:`xaibench.runner.chance.chance_warning`, as the run's health prints it)."""
+    out: dict[str, list[str]] = {}
+    for track in sorted(tracks):
+        prov = tracks[track]
+        line = chance_warning(track, prov) if isinstance(prov, Mapping) else None
+        if line is not None:
+            out[track] = [line]
+    return out
 
 
 def board_json(board: Leaderboard) -> LeaderboardData:
@@ -129,6 +147,7 @@ def board_json(board: Leaderboard) -> LeaderboardData:
         "explainers": board.explainers,
         "summary": board.summary,
         "notes": board.notes,
+        "warnings": board.warnings,
     }
 
 

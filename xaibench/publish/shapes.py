@@ -99,7 +99,12 @@ class Provenance(TypedDict, total=False):
     model: JsonObject
     """``name``, ``identity``, ``params``."""
     target: str
+    """The track's target rule (``predicted`` or ``label``)."""
+    target_sources: dict[str, int]
+    """Where the explained classes came from, as the records say: source -> samples."""
     n_samples: int
+    model_check: JsonObject
+    """Whether the model is at chance on the samples (:class:`xaibench.runner.chance.ModelCheck`)."""
 
 
 class PluginVersion(TypedDict, total=False):
@@ -331,3 +336,5 @@ class LeaderboardData(TypedDict):
     explainers: dict[str, ExplainerInfo]
     summary: WinRates
     notes: list[str]
+    warnings: dict[str, list[str]]
+    """track -> warning lines (a model at chance); empty when all is well."""

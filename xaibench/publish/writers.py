@@ -229,13 +229,16 @@ def _md_table(header: list[str], body: list[list[str]]) -> list[str]:
 
 
 def to_markdown(board: Leaderboard) -> str:
-    """leaderboard.md: legend, the cross-track summary, one table per track, notes."""
+    """leaderboard.md: legend, the cross-track summary, one table per track (under its heading,
+    a ``**Warning:**`` line for each of its warnings, e.g. a model at chance), notes."""
     lines = ["# xaibench leaderboard", "", legend(board), ""]
     if board.summary.get("order"):
         lines += ["## Across tracks", "", "Mean win rate (HELM style, higher is better) over the tracks ranked.", ""]
         lines += [*_md_table(*summary_table(board)), ""]
     for track in board.track_names():
         lines += [f"## {md_escape(track_title(board, track))}", ""]
+        for warning in board.warnings.get(track, []):
+            lines += [f"**Warning:** {md_escape(warning)}", ""]
         lines += [*_md_table(*track_table(board, track)), ""]
     if board.notes:
         lines += ["## Notes", ""] + [f"- {md_escape(n)}" for n in board.notes] + [""]

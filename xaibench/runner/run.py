@@ -31,6 +31,7 @@ from xaibench.runner.evaluate import score_track
 from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
 from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
+from xaibench.runner.health import health_lines
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import RecordMaker, explainer_block, metric_block, runtime_key
 from xaibench.runner.store import RecordStore, WorkdirLock
@@ -312,6 +313,8 @@ class Runner:
         self.progress = Progress(enabled=False)
         summary["run"]["repairs"] = self.repairs()
         summary["run"]["wall_time_s"] = round((dt.datetime.now(dt.UTC) - started).total_seconds(), 3)
+        errors, warnings = health_lines(summary)
+        summary["health"] = {"errors": errors, "warnings": warnings}
         config.workdir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(config.workdir / "summary.json", summary)
         return RunResult(summary=summary, examples=list(self.examples))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from xaibench.api import Dataset, ForwardCounter, Model, Sample, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import image_digest
+from xaibench.runner.chance import model_check
 
 
 @dataclass
@@ -87,7 +89,12 @@ def build_track(
     """The context of ``samples`` of ``dataset`` explained on ``model``: model inputs (one tensor),
     the explained classes (:func:`resolve_targets`) and content digests. ``batch_size`` is the
     number of images per forward pass. The model and the inputs are moved to ``device``; the
-    forward counter runs there. Shared by ``xaibench run`` and ``xaibench score``."""
+    forward counter runs there. Shared by ``xaibench run`` and ``xaibench score``.
+
+    The provenance records how the explained classes came about (``target_sources``: source ->
+    samples, as the records say per sample) and, with a model, whether it is at chance on the
+    samples (``model_check``, :func:`xaibench.runner.chance.model_check`, from the same clean
+    forward pass)."""
     samples = list(samples)
     if not samples:
         raise XaibenchError(f"track {spec.name!r}: dataset {spec.dataset!r} yielded no samples")
@@ -118,8 +125,11 @@ def build_track(
             "params": dict(spec.model_params),
         },
         "target": spec.target,
+        "target_sources": dict(Counter(sources).most_common()),
         "n_samples": len(samples),
     }
+    if probs is not None:
+        provenance["model_check"] = dict(model_check(probs, samples, spec.target))
     return TrackContext(
         spec=spec,
         dataset=dataset,

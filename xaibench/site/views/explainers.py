@@ -24,6 +24,7 @@ from xaibench.site.views.cells import (
     metric_column,
     metric_label,
 )
+from xaibench.site.views.provenance import ExplainedClass, explained_class
 
 CURVE_LABELS = {
     "deletion": ("fraction of pixels removed (most salient first)", "p(target class)"),
@@ -70,6 +71,10 @@ class ExplainerTrack(TypedDict):
     name: str
     title: str
     provenance: Provenance
+    explained_class: list[ExplainedClass]
+    """Where the explained classes came from, as the records say."""
+    warnings: list[str]
+    """Warnings about the track's numbers (a model at chance)."""
     explained: Explained
     explain_seconds: float | None
     overall: Cell
@@ -139,6 +144,8 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
                 "name": track_name,
                 "title": track_title(board, track_name),
                 "provenance": track.get("provenance", {}),
+                "explained_class": explained_class(track.get("provenance", {})),
+                "warnings": list(board.warnings.get(track_name, [])),
                 "explained": track.get("explained", {}),
                 "explain_seconds": track.get("explain_seconds"),
                 "overall": cell(rows.get("rank:overall"), ties, hide_flags=tuple(flags)),

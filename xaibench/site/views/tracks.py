@@ -27,6 +27,7 @@ from xaibench.site.views.cells import (
     verification_view,
 )
 from xaibench.site.views.overview import track_anchor
+from xaibench.site.views.provenance import ExplainedClass, explained_class
 
 
 class FamilyColumn(TypedDict):
@@ -56,6 +57,10 @@ class TrackView(TypedDict):
     anchor: str
     title: str
     provenance: Provenance
+    explained_class: list[ExplainedClass]
+    """Where the explained classes came from, as the records say."""
+    warnings: list[str]
+    """Warnings about the track's numbers (a model at chance)."""
     families: list[FamilyColumn]
     not_ranked: list[FamilyNote]
     ranked: list[MetricColumn]
@@ -127,6 +132,8 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
         "anchor": track_anchor(track),
         "title": track_title(board, track),
         "provenance": prov if isinstance(prov, dict) else {},
+        "explained_class": explained_class(prov if isinstance(prov, dict) else {}),
+        "warnings": list(board.warnings.get(track, [])),
         "families": families,
         "not_ranked": family_notes(fam_info, {m["family"] for m in info.values()}),
         "ranked": ranked,
