@@ -350,12 +350,22 @@ def test_hostile_explainers_cannot_touch_other_records_and_every_fault_has_its_r
     assert _children() == []
 
 
-def test_cli_run_with_hostile_explainers_finishes_with_status_0(tmp_path: Path, registry: manager.Registry) -> None:
+def test_cli_run_with_hostile_explainers_finishes_and_says_why_most_values_are_missing(
+    tmp_path: Path, registry: manager.Registry
+) -> None:
+    """Four hostile explainers of five: the run finishes, publishes gradient, and, since more than
+    half of the track's values are n/a (issue 24's run health), ends with one error line naming
+    their reasons and status 1: neither a crash nor a silent success."""
     args = ["run", "-e", "os-exit,sys-exit,raises-in-init,hangs,gradient", "--track", "shapes", "--limit", "4"]
     args += ["--metric", "iou", "--timeout", "2", "--quiet", "--device", "cpu", "--workdir", str(tmp_path / "w")]
     args += ["--submissions", str(tmp_path / "s"), "--leaderboard-dir", str(tmp_path / "lb")]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: track shapes: 16 of 20 values (80 %)"), result.output
+    assert "worker exited with status 3 (4)" in errors[0]  # one line, however wide the terminal
+    assert (tmp_path / "s" / "gradient.json").is_file() and (tmp_path / "lb" / "leaderboard.csv").is_file()
     summary = json.loads((tmp_path / "w" / "summary.json").read_text())
     explained = summary["tracks"]["shapes"]["explainers"]
     assert explained["gradient"]["explained"]["computed"] == 4

@@ -421,9 +421,9 @@ def run(
         console.print(f"[red]track {track} failed: {error}")
     errors = results.errors
     for line in results.warnings:
-        console.print(f"warning: {line}", style="yellow", markup=False, highlight=False)
+        console.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in errors:
-        console.print(f"error: {line}", style="red", markup=False, highlight=False)
+        console.print(f"error: {line}", style="red", markup=False, highlight=False, soft_wrap=True)
     if results.failed or errors:
         sys.exit(1)
 
