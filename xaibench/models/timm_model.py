@@ -214,11 +214,12 @@ def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
     except CheckpointError:
         raise
     except pickle.UnpicklingError as exc:
-        if "weights only" not in str(exc).lower():  # not a pickle at all
+        found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        if found is None:  # not a pickle at all
             raise CheckpointError(f"checkpoint {path}: cannot read it (not a torch or safetensors file)") from exc
         raise CheckpointError(
-            f"checkpoint {path}: torch.load(weights_only=True) refuses it (it holds objects other than "
-            f"tensors, e.g. a whole pickled model); save model.state_dict() instead"
+            f"checkpoint {path}: it holds a pickled {found.group(1)}, not only tensors "
+            f"(torch.load(weights_only=True) refuses it); save model.state_dict() instead"
         ) from exc
     except Exception as exc:
         first = re.sub(r"\x1b\[[0-9;]*m", "", (str(exc).strip().splitlines() or [""])[0])[:200]
@@ -230,7 +231,7 @@ def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
         why: str | None = f"it holds a {type(state).__name__}"
     else:
         why = next(
-            (f"{k!r} is a {type(v).__name__}" for k, v in state.items() if not isinstance(v, torch.Tensor)), None
+            (f"{k!r} holds a {type(v).__name__}" for k, v in state.items() if not isinstance(v, torch.Tensor)), None
         )
         why = why or (None if state else "it is empty")
     if why is not None:
