@@ -257,7 +257,7 @@ def test_timm_random_weights_are_seeded() -> None:
         assert a.module(x).shape == (1, 1000)
 
 
-def test_timm_checkpoint_and_hub_cache_go_through_timms_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_timm_checkpoint_and_hub_cache_load_the_same_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants
     from safetensors.torch import save_file
 
@@ -291,7 +291,9 @@ def test_timm_bad_parameters(tmp_path: Path) -> None:
         TimmModel(arch="test_resnet", checkpoint=tmp_path / "missing.pth")
     wrong = tmp_path / "wrong.pth"
     torch.save({"nothing": torch.zeros(1)}, wrong)
-    with pytest.raises(ValueError, match=r"wrong\.pth: cannot load as timm 'test_resnet' weights"):
+    with pytest.raises(
+        ValueError, match=r"wrong\.pth does not fit timm 'test_resnet': unexpected keys nothing; missing"
+    ):
         TimmModel(arch="test_resnet", checkpoint=wrong)
     with pytest.raises(ValueError, match=r"target layer 'layer5' is not a module of ResNet; did you mean 'layer4'"):
         TimmModel(arch="test_resnet", pretrained=False, target_layers=["layer5"])

@@ -8,11 +8,22 @@ Parameters:
   they are not available offline (``HF_HUB_OFFLINE=1`` or no network) this fails
   at once with a one-line :class:`WeightsUnavailableError` that says to pass
   ``checkpoint=PATH``.
-- ``checkpoint``: a local ``.pth``/``.bin``/``.safetensors`` state dict for ``arch``;
-  loaded through timm (its checkpoint filters apply), never downloads.
+- ``checkpoint``: a local state dict for ``arch`` (``.pth``/``.pt``/``.bin``/``.ckpt`` read with
+  ``torch.load(..., weights_only=True)``, or ``.safetensors``); never downloads. A dict that wraps
+  the state dict under ``state_dict``, ``model`` or ``model_state_dict`` is unwrapped, and the
+  ``module.``/``_orig_mod.`` prefixes of DDP and ``torch.compile`` are stripped (timm's
+  ``clean_state_dict``). The load is strict: every tensor of the network comes from the file,
+  so the model has one identity in every process. ``num_classes`` is read from the classifier
+  weight (timm's ``pretrained_cfg["classifier"]``, e.g. ``fc.weight`` of a ResNet) when not
+  given; a checkpoint that does not fit (missing or unexpected keys, other shapes, another
+  ``num_classes``, a stem that is not RGB) fails with one line naming the keys and the fix
+  (e.g. another arch of the same family whose keys and shapes it matches).
 - ``pretrained=False`` without ``checkpoint``: random weights, initialised under
   ``seed`` (default 0) so they are the same on every run (useful for tests).
-- ``num_classes``: override the classifier size (e.g. for a fine-tuned checkpoint).
+- ``num_classes``: the classifier size; with a checkpoint, read from it when not given (and
+  checked when given). With timm's pretrained weights and a ``num_classes`` other than theirs,
+  the new classifier is initialised under ``seed`` (``weights_source`` records it), so it is
+  the same in every process.
 - ``target_layers``: dotted module paths for CAM methods; default: the last
   feature stage timm declares (``feature_info[-1]``), e.g. ``layer4`` for ResNets.
   Transformers (ViT) give token maps there; CAM explainers need a reshape for them.
@@ -26,7 +37,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Sequence
+import pickle
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,13 +50,28 @@ from torch import nn
 from xaibench.api import Model
 from xaibench.errors import XaibenchError
 
-__all__ = ["TimmModel", "WeightsUnavailableError", "hf_hub_offline", "state_dict_digest"]
+__all__ = [
+    "CheckpointError",
+    "TimmModel",
+    "WeightsUnavailableError",
+    "hf_hub_offline",
+    "read_checkpoint",
+    "state_dict_digest",
+]
 
 _TRUE = {"1", "on", "yes", "true"}
+_TORCH_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
+_WRAPPERS = ("state_dict", "model", "model_state_dict")
+_SHOWN_KEYS = 3  # keys named in a mismatch message
+_FAMILY_CANDIDATES = 12  # archs of the same family compared against a checkpoint that does not fit
 
 
 class WeightsUnavailableError(XaibenchError, RuntimeError):
     """Pretrained weights cannot be had without a download that is not possible here."""
+
+
+class CheckpointError(XaibenchError, ValueError):
+    """A checkpoint file that cannot be read, or does not fit the architecture (one line)."""
 
 
 def hf_hub_offline() -> bool:
@@ -119,6 +148,123 @@ def _url_cached(url: str) -> bool:
     return bool(name) and (Path(torch.hub.get_dir()) / "checkpoints" / name).is_file()
 
 
+@contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Torch's CPU generator seeded with ``seed`` inside, and restored afterwards."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def _as_count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        raise ValueError(f"timm model: parameter {name!r} must be a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A pretrained cfg's ``classifier``/``first_conv`` entry as a tuple of module names."""
+    if isinstance(value, str):
+        return (value,)
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, (list, tuple)) else ()
+
+
+def _pretrained_cfg(arch: str) -> dict[str, Any]:
+    """timm's pretrained cfg of ``arch`` (``{}`` when it has none)."""
+    from timm.models import get_pretrained_cfg
+
+    try:
+        found = get_pretrained_cfg(arch)
+    except RuntimeError as exc:  # e.g. an unknown pretrained tag
+        raise ValueError(f"timm model {arch!r}: {exc}") from exc
+    return found.to_dict() if found is not None else {}
+
+
+def _some(keys: Sequence[str]) -> str:
+    shown = ", ".join(keys[:_SHOWN_KEYS])
+    return f"{shown}, ... ({len(keys) - _SHOWN_KEYS} more)" if len(keys) > _SHOWN_KEYS else shown
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "x".join(str(n) for n in shape) or "scalar"
+
+
+def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
+    """The state dict in a local checkpoint file, on the CPU.
+
+    ``.safetensors`` is read with safetensors; ``.pth``/``.pt``/``.bin``/``.ckpt`` with
+    ``torch.load(..., weights_only=True)`` (no code in the file runs). A dict that wraps the
+    state dict under ``state_dict``, ``model`` or ``model_state_dict`` is unwrapped (the first
+    present; EMA copies are not used), then timm's ``clean_state_dict`` strips the ``module.``
+    (DDP) and ``_orig_mod.`` (``torch.compile``) prefixes. Raises :class:`CheckpointError`.
+    """
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            loaded: Any = load_file(str(path), device="cpu")
+        elif suffix in _TORCH_SUFFIXES:
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+        else:
+            raise CheckpointError(
+                f"checkpoint {path}: unknown format {suffix or '(no suffix)'!r}; "
+                f"give a {'/'.join(_TORCH_SUFFIXES)} or .safetensors state dict"
+            )
+    except CheckpointError:
+        raise
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        if found is None:  # not a pickle at all
+            raise CheckpointError(f"checkpoint {path}: cannot read it (not a torch or safetensors file)") from exc
+        raise CheckpointError(
+            f"checkpoint {path}: it holds a pickled {found.group(1)}, not only tensors "
+            f"(torch.load(weights_only=True) refuses it); save model.state_dict() instead"
+        ) from exc
+    except Exception as exc:
+        first = re.sub(r"\x1b\[[0-9;]*m", "", (str(exc).strip().splitlines() or [""])[0])[:200]
+        raise CheckpointError(f"checkpoint {path}: cannot read it ({type(exc).__name__}: {first})") from exc
+    state = loaded
+    if isinstance(state, Mapping) and not all(isinstance(v, torch.Tensor) for v in state.values()):
+        state = next((state[k] for k in _WRAPPERS if isinstance(state.get(k), Mapping)), state)
+    if not isinstance(state, Mapping):
+        why: str | None = f"it holds a {type(state).__name__}"
+    else:
+        why = next(
+            (f"{k!r} holds a {type(v).__name__}" for k, v in state.items() if not isinstance(v, torch.Tensor)), None
+        )
+        why = why or (None if state else "it is empty")
+    if why is not None:
+        raise CheckpointError(
+            f"checkpoint {path}: not a state dict of tensors ({why}); a dict of tensors is expected, "
+            f"or one under {', '.join(repr(k) for k in _WRAPPERS)}"
+        )
+    from timm.models import clean_state_dict
+
+    return dict(clean_state_dict(dict(state)))
+
+
+def _family_fits(
+    timm: Any, base: str, found: dict[str, tuple[int, ...]], head_keys: set[str], kwargs: dict[str, Any]
+) -> list[str]:
+    """Other archs of ``base``'s family (its name with other numbers: ``resnet18`` ->
+    ``resnet34``, ``resnet50``, ...) whose state dict has the checkpoint's keys and shapes (the
+    classifier's shape aside). Built on the meta device: no memory, well under a second each."""
+    pattern = re.sub(r"\d+", "#", base)
+    candidates = [n for n in timm.list_models() if n != base and re.sub(r"\d+", "#", n) == pattern]
+    fits = []
+    for name in candidates[:_FAMILY_CANDIDATES]:
+        try:
+            with torch.random.fork_rng(devices=[]), torch.device("meta"):
+                net = timm.create_model(name, pretrained=False, **kwargs)
+        except Exception:  # noqa: BLE001 - a candidate that cannot be built is no suggestion
+            continue
+        shapes = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+        if shapes.keys() == found.keys() and all(shapes[k] == found[k] for k in shapes if k not in head_keys):
+            fits.append(name)
+    return fits
+
+
 class TimmModel(Model):
     """A timm classifier (pretrained, from a local checkpoint, or seeded random weights)."""
 
@@ -148,23 +294,25 @@ class TimmModel(Model):
             raise ValueError(f"unknown timm architecture {self.arch!r}{hint}")
         kwargs: dict[str, Any] = {}
         if num_classes is not None:
-            kwargs["num_classes"] = int(num_classes)
+            kwargs["num_classes"] = _as_count(num_classes, "num_classes")
+        seed = int(seed)
 
         self.checkpoint = Path(checkpoint).expanduser() if checkpoint is not None else None
         if self.checkpoint is not None:
-            net = self._from_checkpoint(timm, kwargs)
+            net = self._from_checkpoint(timm, kwargs, seed)
             self.weights_source = f"checkpoint:{self.checkpoint}"
         elif pretrained:
-            net = self._from_pretrained(timm, kwargs)
-            self.weights_source = "pretrained"
+            net, head_initialised = self._from_pretrained(timm, kwargs, seed)
+            self.weights_source = (
+                f"pretrained, new classifier random(seed={seed})" if head_initialised else "pretrained"
+            )
         else:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(seed))
+            with _seeded(seed):
                 try:
                     net = timm.create_model(self.arch, pretrained=False, **kwargs)
                 except RuntimeError as exc:  # e.g. an unknown pretrained tag
                     raise ValueError(f"timm model {self.arch!r}: {exc}") from exc
-            self.weights_source = f"random(seed={int(seed)})"
+            self.weights_source = f"random(seed={seed})"
 
         self.module = net.eval()
         cfg = dict(getattr(net, "pretrained_cfg", None) or {})
@@ -178,27 +326,86 @@ class TimmModel(Model):
 
     # ------------------------------------------------------------------ loading
 
-    def _from_checkpoint(self, timm: Any, kwargs: dict[str, Any]) -> nn.Module:
+    def _from_checkpoint(self, timm: Any, kwargs: dict[str, Any], seed: int) -> nn.Module:
+        """The network built under ``seed`` with every tensor of its state dict from the checkpoint
+        (strict); ``num_classes`` read from the checkpoint's classifier when not in ``kwargs``."""
         path = self.checkpoint
         assert path is not None
         if not path.is_file():
             raise ValueError(f"{path}: checkpoint file not found")
+        state = read_checkpoint(path)
+        cfg = _pretrained_cfg(self.arch)
+        classifiers = _names(cfg.get("classifier"))
+        head = next((f"{c}.weight" for c in classifiers if f"{c}.weight" in state), None)
+        if "num_classes" not in kwargs and head is not None and state[head].ndim >= 1:
+            kwargs["num_classes"] = int(state[head].shape[0])
+        for conv in _names(cfg.get("first_conv")):
+            stem = state.get(f"{conv}.weight")
+            if stem is not None and stem.ndim == 4 and stem.shape[1] != 3:
+                raise CheckpointError(
+                    f"checkpoint {path} does not fit timm {self.arch!r}: {conv}.weight takes {stem.shape[1]} "
+                    f"input channels; xaibench feeds RGB images (3 channels)"
+                )
+        with _seeded(seed):
+            try:
+                net = timm.create_model(self.arch, pretrained=False, **kwargs)
+            except RuntimeError as exc:  # e.g. an unknown pretrained tag
+                raise ValueError(f"timm model {self.arch!r}: {exc}") from exc
+        expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+        found = {k: tuple(v.shape) for k, v in state.items()}
+        if expected != found:
+            raise CheckpointError(self._mismatch(timm, path, expected, found, classifiers, kwargs, head))
         try:
-            return timm.create_model(self.arch, pretrained=True, pretrained_cfg_overlay={"file": str(path)}, **kwargs)
-        except Exception as exc:
-            first = " ".join(line.strip() for line in str(exc).strip().splitlines()[:2])[:300]
-            raise ValueError(
-                f"{path}: cannot load as timm {self.arch!r} weights ({type(exc).__name__}: {first})"
-            ) from exc
+            net.load_state_dict(state, strict=True)
+        except (RuntimeError, TypeError) as exc:  # e.g. a dtype that cannot be copied
+            first = str(exc).strip().splitlines()[0][:200]
+            raise CheckpointError(f"checkpoint {path} does not load into timm {self.arch!r}: {first}") from exc
+        return net
 
-    def _from_pretrained(self, timm: Any, kwargs: dict[str, Any]) -> nn.Module:
-        from timm.models import get_pretrained_cfg
+    def _mismatch(
+        self,
+        timm: Any,
+        path: Path,
+        expected: dict[str, tuple[int, ...]],
+        found: dict[str, tuple[int, ...]],
+        classifiers: Sequence[str],
+        kwargs: dict[str, Any],
+        head: str | None,
+    ) -> str:
+        """One line: why ``found`` (the checkpoint's names and shapes) does not fit ``expected``."""
+        lead = f"checkpoint {path} does not fit timm {self.arch!r}"
+        head_keys = {f"{c}.{p}" for c in classifiers for p in ("weight", "bias")}
+        missing = [k for k in expected if k not in found]  # in the network's order
+        unexpected = [k for k in found if k not in expected]  # in the checkpoint's order
+        reshaped = [k for k in expected if k in found and expected[k] != found[k]]
+        if not missing and not unexpected and reshaped and set(reshaped) <= head_keys and head in found:
+            classes = found[head][0]
+            return (
+                f"{lead}: {classes} classes in {head} but num_classes={kwargs.get('num_classes')}; "
+                f"drop num_classes or pass num_classes={classes}"
+            )
+        parts = []
+        if unexpected:
+            parts.append(f"unexpected keys {_some(unexpected)}")
+        if missing:
+            parts.append(f"missing keys {_some(missing)}")
+        if reshaped:
+            k = reshaped[0]
+            more = f" and {len(reshaped) - 1} more" if len(reshaped) > 1 else ""
+            parts.append(f"shapes differ at {k} (checkpoint {_shape(found[k])}, model {_shape(expected[k])}){more}")
+        fits = _family_fits(timm, self.arch.split(".")[0], found, head_keys, kwargs)
+        if fits:
+            hint = f"is it a {' or '.join(fits)} checkpoint? pass arch={fits[0]}"
+            if head in found and found[head][0] != kwargs.get("num_classes"):
+                hint += f" and drop num_classes (it has {found[head][0]} classes)"
+        else:
+            hint = "pass the arch it was trained as"
+        return f"{lead}: {'; '.join(parts)}: {hint}"
 
-        try:
-            found = get_pretrained_cfg(self.arch)
-        except RuntimeError as exc:  # e.g. an unknown pretrained tag
-            raise ValueError(f"timm model {self.arch!r}: {exc}") from exc
-        cfg = found.to_dict() if found is not None else {}
+    def _from_pretrained(self, timm: Any, kwargs: dict[str, Any], seed: int) -> tuple[nn.Module, bool]:
+        """timm's pretrained network, and whether its classifier was initialised here (under
+        ``seed``: timm drops a pretrained classifier of another ``num_classes``)."""
+        cfg = _pretrained_cfg(self.arch)
         if not cfg.get("hf_hub_id") and not cfg.get("url") and not cfg.get("file"):
             raise WeightsUnavailableError(
                 f"timm model {self.arch!r} has no pretrained weights; pass checkpoint=PATH or pretrained=False"
@@ -214,8 +421,10 @@ class TimmModel(Model):
                 raise WeightsUnavailableError(
                     _offline_message(self.arch, "HF_HUB_OFFLINE=1 and not in the local cache")
                 )
+        head_initialised = "num_classes" in kwargs and kwargs["num_classes"] != cfg.get("num_classes")
         try:
-            return timm.create_model(self.arch, pretrained=True, **kwargs)  # timm's real loader
+            with _seeded(seed):
+                return timm.create_model(self.arch, pretrained=True, **kwargs), head_initialised  # timm's loader
         except Exception as exc:
             if not _is_network_error(exc):
                 raise

@@ -8,7 +8,8 @@
   :func:`~xaibench.testing.tiny.assert_saliency`, which checks maps with the runner's own check
   (:func:`xaibench.kit.check_saliency`);
 - :mod:`xaibench.testing.contract`: the rest of the explainer contract (the model left untouched,
-  determinism, per-sample seeds);
+  determinism, per-sample seeds) and the model contract (one identity and the same weights on
+  every build, in a fresh process too);
 - :mod:`xaibench.testing.pasta_release`: a synthetic PASTA release whose votes follow known
   properties of the maps, with rater noise (its held-out Spearman is measurable), and
   ``RandomConvFeatures``, an image encoder that needs no weights.
