@@ -189,6 +189,11 @@ def test_a_random_weight_37_class_resnet_is_at_chance() -> None:
     # at most 1 of 8 right is what chance gives; its interval reaches down past 1/37 = 0.027
     assert check["ci"][0] <= 1 / 37 <= check["ci"][1]
 
+    # the same images without labels (the prediction explained): the top-1 rule says so too
+    unlabelled = [Sample(id=s.id, image=s.image) for s in samples]
+    check = build_track(spec, Shades(), model, unlabelled).provenance["model_check"]  # type: ignore[arg-type]
+    assert not check["labelled"] and check["at_chance"] is True and check["mean_top1"] < 2 / 37
+
 
 # ----------------------------------------------------------------------------- lines from a summary
 
