@@ -35,7 +35,11 @@ def test_default_is_the_photos_faithfulness_ranking_metrics_plus_alignment_when_
     params = {m.name: dict(m.params) for m in with_masks}
     assert params["deletion"]["steps"] == 10 and params["insertion"]["steps"] == 10  # the photos track's curves
     assert params["model_randomisation"] == {"blocks": 5}
-    assert _names(resolve_metrics(registry, track, None, masks=False)) == ["deletion", "insertion", "model_randomisation"]
+    assert _names(resolve_metrics(registry, track, None, masks=False)) == [
+        "deletion",
+        "insertion",
+        "model_randomisation",
+    ]
 
 
 def test_all_family_and_ids(registry: Registry) -> None:
@@ -52,9 +56,7 @@ def test_all_family_and_ids(registry: Registry) -> None:
 
 
 def test_track_params_win_over_the_defaults_and_wanted_wins_over_the_track(registry: Registry) -> None:
-    track = TrackSpec(
-        name="t", dataset="d", model="m", metrics=("default",), metric_params={"deletion": {"steps": 20}}
-    )
+    track = TrackSpec(name="t", dataset="d", model="m", metrics=("default",), metric_params={"deletion": {"steps": 20}})
     params = {m.name: dict(m.params) for m in resolve_metrics(registry, track, None)}
     assert params["deletion"]["steps"] == 20 and params["insertion"]["steps"] == 10
     assert _names(resolve_metrics(registry, track, ["iou", "sparseness"])) == ["iou", "sparseness"]
@@ -112,7 +114,8 @@ def test_estimate_arithmetic(registry: Registry) -> None:
     assert (found.forward_passes, found.explainers, found.samples, found.metrics) == (1312.0, 2, 8, 4)
     assert found.seconds == pytest.approx(32.8)
     assert found.line("cats") == (
-        "estimate: about 33 s for track cats (4 metrics x 2 explainers x 8 samples, ~1312 forward passes at 40 images/s)"
+        "estimate: about 33 s for track cats (4 metrics x 2 explainers x 8 samples, "
+        "~1312 forward passes at 40 images/s)"
     )
     assert estimate([deletion], [0, 0], 40.0).forward_passes == 0.0
 
@@ -141,7 +144,10 @@ def test_the_runner_logs_an_estimate_only_above_a_minute() -> None:
     # 100 samples x (50 + 3) forward passes at <= 20 images/s: >= 265 s
     long = Runner.announce_estimate(runner, track, [state(100)])  # type: ignore[arg-type]
     assert long is not None and long.seconds > 60 and logged == [long.line("cats")]
-    assert logged[0].startswith("estimate: about ") and "for track cats (1 metrics x 1 explainers x 100 samples" in logged[0]
+    assert (
+        logged[0].startswith("estimate: about ")
+        and "for track cats (1 metrics x 1 explainers x 100 samples" in logged[0]
+    )
     assert track.forward.images == 0  # the timing forward is not counted against the track
     short = Runner.announce_estimate(runner, track, [state(1)])  # type: ignore[arg-type]
     assert short is not None and short.seconds < 60 and len(logged) == 1
