@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import xaibench
@@ -102,3 +103,18 @@ def test_suite_file_tracks_without_metrics_run_the_defaults_alignment_only_with_
     }
     summary = json.loads((tmp_path / "work" / "summary.json").read_text())
     assert set(summary["tracks"]["resnet18-on-bare"]["explainers"]["gradient"]["metrics"]) == DEFAULT_WITHOUT_MASKS
+
+
+def test_score_takes_selectors_too(tmp_path: Path, capsys: pytest.CaptureFixture[str], registry: Any) -> None:
+    from tests.test_score_cli import _folder, _score
+
+    masks = _folder(tmp_path / "data")
+    (tmp_path / "maps").mkdir()
+    for sid, mask in masks.items():
+        np.save(tmp_path / "maps" / f"{sid}.npy", mask.astype(np.float32))
+    args = ["--dataset", str(tmp_path / "data"), "--explanations", str(tmp_path / "maps"), "--json"]
+    code, out, err = _score(capsys, *args, "--metric", "family:alignment")
+    assert code == 0, err
+    assert set(json.loads(out)["metrics"]) == _alignment(registry)
+    code, out, err = _score(capsys, *args, "--metric", "family:alignmnt")
+    assert code != 0 and "'family:alignmnt': no such metric family" in err
