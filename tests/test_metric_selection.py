@@ -151,3 +151,4 @@ def test_the_runner_logs_an_estimate_only_above_a_minute() -> None:
     assert track.forward.images == 0  # the timing forward is not counted against the track
     short = Runner.announce_estimate(runner, track, [state(1)])  # type: ignore[arg-type]
     assert short is not None and short.seconds < 60 and len(logged) == 1
+    assert Runner.announce_estimate(runner, track, [state(0), state(0)]) is None  # type: ignore[arg-type]

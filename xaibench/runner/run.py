@@ -336,12 +336,14 @@ class Runner:
 
     def announce_estimate(self, track: TrackContext, states: Iterable[ExplainerRun]) -> Estimate | None:
         """Log one line with the estimated time of the track's remaining work when it exceeds
-        :data:`~xaibench.runner.estimate.REPORT_ABOVE_S` (a minute); ``None`` without a model."""
+        :data:`~xaibench.runner.estimate.REPORT_ABOVE_S` (a minute); ``None`` without a model or
+        without work left (a resumed run that has every record)."""
         states = list(states)
-        speed = images_per_second(track)
-        if speed is None or not states:
+        todo = [len(s.missing_samples()) for s in states]
+        speed = images_per_second(track) if any(todo) else None
+        if speed is None:
             return None
-        found = estimate(states[0].metrics, [len(s.missing_samples()) for s in states], speed)
+        found = estimate(states[0].metrics, todo, speed)
         if found.seconds > REPORT_ABOVE_S:
             self.progress.log(found.line(track.spec.name))
         return found
