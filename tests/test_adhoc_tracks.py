@@ -186,7 +186,7 @@ def test_arg_sets_the_plugins_first_parameter(registry: object) -> None:
     )
     assert (track.model, dict(track.model_params)) == ("timm", {"arch": "resnet18", "checkpoint": "w.pth"})
     assert (track.dataset, dict(track.dataset_params)) == ("folder", {"root": "/data/cats", "label_names": "x"})
-    assert (track.name, track.target, track.metrics) == ("resnet18-on-cats", "predicted", None)
+    assert (track.name, track.target, track.metrics) == ("resnet18-on-cats", "predicted", ("default",))
     hf = adhoc_track("timm", "hf:C:/data/set.parquet", model_params={"arch": "vit"}, target="label", name="mine")
     assert dict(hf.dataset_params) == {"path": "C:/data/set.parquet"}
     assert (hf.name, hf.target, dict(hf.model_params)) == ("mine", "label", {"arch": "vit"})

@@ -90,7 +90,7 @@ def test_a_suite_file_is_read_into_tracks(tmp_path: Path, registry: object) -> N
         {"root": f"{tmp_path}/dogs"},
     )
     unnamed = load_suite_file(write(tmp_path / "plain.toml", '[[tracks]]\nmodel = "timm:a"\ndataset = "folder:b"\n'))
-    assert (unnamed.name, unnamed.tracks[0].metrics, unnamed.tracks[0].target) == ("plain", None, "predicted")
+    assert (unnamed.name, unnamed.tracks[0].metrics, unnamed.tracks[0].target) == ("plain", ("default",), "predicted")
     assert is_suite_file("x/y.TOML") and not is_suite_file("default")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +27,13 @@ from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.config import RunConfig
 from xaibench.runner.distributions import distribution_summary
+from xaibench.runner.estimate import REPORT_ABOVE_S, Estimate, estimate, images_per_second
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
 from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
+from xaibench.runner.metric_selection import check_selectors, resolve_metrics, track_has_masks
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import RecordMaker, explainer_block, metric_block, runtime_key
 from xaibench.runner.store import RecordStore, WorkdirLock
@@ -156,23 +158,6 @@ def resolve_tracks(
     return tracks
 
 
-def resolve_metrics(registry: Registry, track: TrackSpec, wanted: Sequence[str] | None) -> list[Metric]:
-    """The metric ids asked for, else the track's (``family:<name>`` selects a whole family), else all.
-
-    Metrics with ``default = False`` run only when named by id: a family selector and "all" skip them.
-    """
-    names: list[str] = []
-    by_default = [e for e in registry.entries("metric") if e.cls.default]
-    for item in list(wanted) if wanted else list(track.metrics or [e.info.name for e in by_default]):
-        if item.startswith("family:"):
-            family = item.split(":", 1)[1]
-            names += [e.info.name for e in by_default if e.cls.family == family]
-        else:
-            names.append(item)
-    names = list(dict.fromkeys(names))
-    return [registry.create("metric", n, **dict(track.metric_params.get(n, {}))) for n in names]
-
-
 @dataclass
 class RunResult:
     """What :func:`run` hands to publishing: the run summary and, per (track, explainer), the
@@ -227,8 +212,7 @@ class Runner:
             self.config = config
             self.registry = registry
             names = resolve_explainers(registry, config.explainers)
-            for m in config.metrics or ():
-                registry.entry("metric", m)
+            check_selectors(registry, config.metrics or ())
             self.specs = resolve_tracks(registry, config.suite, config.tracks, config.suite_tracks)
             # explainers are constructed where they run; bad parameters still stop the run here
             self.explainers: dict[str, ExplainerHandle] = explainer_handles(
@@ -344,12 +328,28 @@ class Runner:
         except XaibenchError as exc:
             self.progress.log(f"[red]track {spec.name}: {exc}")
             return {"error": str(exc)}
-        metrics = resolve_metrics(self.registry, spec, config.metrics)
+        metrics = resolve_metrics(self.registry, spec, config.metrics, masks=track_has_masks(track.samples))
         store = RecordStore(config.workdir / "results" / f"{spec.name}.jsonl")
         out: dict[str, Any] = {"provenance": track.provenance, "explainers": {}}
-        for name, explainer in self.explainers.items():
-            out["explainers"][name] = self.run_one(self.start(track, explainer, metrics, store))
+        states = {name: self.start(track, explainer, metrics, store) for name, explainer in self.explainers.items()}
+        self.announce_estimate(track, states.values())
+        for name, state in states.items():
+            out["explainers"][name] = self.run_one(state)
         return out
+
+    def announce_estimate(self, track: TrackContext, states: Iterable[ExplainerRun]) -> Estimate | None:
+        """Log one line with the estimated time of the track's remaining work when it exceeds
+        :data:`~xaibench.runner.estimate.REPORT_ABOVE_S` (a minute); ``None`` without a model or
+        without work left (a resumed run that has every record)."""
+        states = list(states)
+        todo = [len(s.missing_samples()) for s in states]
+        speed = images_per_second(track) if any(todo) else None
+        if speed is None:
+            return None
+        found = estimate(states[0].metrics, todo, speed)
+        if found.seconds > REPORT_ABOVE_S:
+            self.progress.log(found.line(track.spec.name))
+        return found
 
     def start(
         self, track: TrackContext, explainer: Explainer | ExplainerHandle, metrics: list[Metric], store: RecordStore

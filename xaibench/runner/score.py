@@ -20,6 +20,7 @@ from xaibench.imaging import resize_bilinear
 from xaibench.plugins.manager import Registry
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.guard import check_saliency
+from xaibench.runner.metric_selection import select_metrics
 from xaibench.runner.track import TrackContext, build_track
 
 # The runner's defaults (RunConfig.metric_batch, RunConfig.forward_batch): the same batches.
@@ -83,7 +84,8 @@ def score_folder(
         metric_ids = [
             e.info.name for e in registry.entries("metric") if e.cls.default and (model or e.cls.family == "alignment")
         ]
-    metrics: list[Metric] = [registry.create("metric", m) for m in metric_ids]
+    chosen = select_metrics(registry, metric_ids)  # selectors as for `xaibench run --metric`
+    metrics: list[Metric] = [registry.create("metric", m, **dict(params)) for m, params in chosen.items()]
     samples = list(dataset.samples())
     maps: dict[str, np.ndarray] = {}
     failures: dict[str, str] = {}

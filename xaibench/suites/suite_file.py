@@ -11,7 +11,7 @@
     dataset = "folder:{suite_dir}/cats"    # NAME or NAME:ARG, as for --dataset
     model_params = { checkpoint = "{suite_dir}/resnet18.pth" }
     dataset_params = {}
-    metrics = ["family:alignment", "deletion"]
+    metrics = ["family:alignment", "deletion"]   # optional; default: ["default"] (docs/suites.md)
     metric_params = { deletion = { steps = 10 } }
     limit = 8
     target = "predicted"                   # or "label"
@@ -33,6 +33,7 @@ from typing import Any
 from xaibench.api import TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import get_registry
+from xaibench.runner.metric_selection import check_selectors
 from xaibench.suites.adhoc import TARGETS, adhoc_track
 
 __all__ = ["SuiteFile", "is_suite_file", "load_suite_file"]
@@ -112,18 +113,12 @@ def _metrics(path: Path, key: str, value: Any) -> tuple[str, ...] | None:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise _problem(path, key, f'must be a list of metric ids (e.g. ["iou", "deletion"]), got {value!r}')
-    registry = get_registry()
-    families = {e.cls.family for e in registry.entries("metric")}
-    for item in value:
-        if item.startswith("family:"):
-            if item.split(":", 1)[1] not in families:
-                raise _problem(path, key, f"{item!r}: no such metric family; families: {', '.join(sorted(families))}")
-            continue
-        try:
-            registry.entry("metric", item)
-        except XaibenchError as exc:
-            raise _problem(path, key, str(exc)) from None
+        example = '["iou", "family:faithfulness"]'
+        raise _problem(path, key, f"must be a list of metric selectors (e.g. {example}), got {value!r}")
+    try:
+        check_selectors(get_registry(), value)
+    except XaibenchError as exc:
+        raise _problem(path, key, str(exc)) from None
     return tuple(value)
 
 
@@ -175,7 +170,7 @@ def _track(path: Path, index: int, raw: Any, suite_dir: str) -> TrackSpec:
     return replace(
         spec,
         limit=limit,
-        metrics=metrics,
+        metrics=metrics if metrics is not None else spec.metrics,
         metric_params=metric_params,
         description=description if description is not None else spec.description,
     )
