@@ -370,8 +370,9 @@ class Encoder(Parametrised):
 class TrackSpec:
     """One dataset x one model. ``target`` is ``predicted`` (default, DESIGN 1) or ``label``.
 
-    ``metrics`` restricts the metric ids run by default (``None``: every installed
-    metric); ``metric_params`` overrides metric parameters for this track (recorded).
+    ``metrics`` are the metric ids and selectors the track runs (``family:NAME``, ``all``,
+    ``default``; ``None``: ``all``, every metric with ``default = True``); ``metric_params``
+    overrides metric parameters for this track (recorded).
     """
 
     name: str

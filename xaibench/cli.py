@@ -280,8 +280,10 @@ def cli() -> None:
     "metrics",
     multiple=True,
     help=(
-        "Metric id(s) or selectors (repeatable): an id, family:NAME for a family's metrics, or all; default: the "
-        "track's metrics (ad-hoc tracks: the alignment and faithfulness ranking metrics plus model_randomisation)."
+        "Metrics to score (repeatable, comma-separated): a metric id, family:NAME (e.g. family:alignment), all "
+        "(every default metric) or default (alignment ranking metrics when the data has masks, 10-step "
+        "deletion/insertion, model_randomisation). Default: the track's own metrics; ad-hoc and suite-file "
+        "tracks run default (docs/suites.md)."
     ),
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Use at most this many samples per track.")
@@ -517,7 +519,12 @@ def _cell(value: Any) -> str:
     help="Folder of <sample_id>.npy saliency maps.",
 )
 @click.option("--model", help="Model plugin name (needed by faithfulness metrics).")
-@click.option("--metric", "metrics", multiple=True, help="Metric id(s) (repeatable; default: every alignment metric).")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    help="Metric id(s) or selectors: family:NAME, all (repeatable; default: every alignment metric).",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed for metrics that sample.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON of DESIGN section 8.")
 def score(

@@ -263,7 +263,8 @@ def run(
       and ``"default"`` as on the command line.
     - ``suite``: a suite plugin's name (``"default"`` when nothing else is given) or a suite file
       (``*.toml``). ``tracks`` runs only those of its tracks; ``metrics`` only those metric ids
-      (``family:<name>`` selects a family).
+      (``family:<name>`` selects a family, ``all`` every default metric,
+      ``default`` the quick set ad-hoc tracks run; docs/suites.md).
     - An ad-hoc track instead of a suite: ``model`` and ``dataset`` as ``NAME`` or ``NAME:ARG``
       (``"timm:resnet18"``, ``"folder:/data/cats"``, ``"hf:/data/parquet"``), with
       ``model_params`` / ``dataset_params`` (e.g. ``{"checkpoint": "resnet18.pth"}``), ``target``
