@@ -286,6 +286,10 @@ def test_one_identity_and_a_full_resume_across_processes(two_runs: tuple[Path, l
     identities = {s["tracks"][track]["provenance"]["model"]["identity"] for s in (first, second)}
     rows = results(root, track)
     assert len(identities) == 1 and {r["model"] for r in rows} == identities, (identities, {r["model"] for r in rows})
+    # where the weights came from is recorded with the track
+    assert {s["tracks"][track]["provenance"]["model"]["weights"] for s in (first, second)} == {
+        f"checkpoint:{root / 'w.pth'}"
+    }
     assert len(rows) == len(EXPLAINERS) * N  # the second run added nothing: every record was reused
     assert all(r["na_reason"] is None and math.isfinite(r["value"]) for r in rows)
     explained = {e: b["explained"] for e, b in first["tracks"][track]["explainers"].items()}

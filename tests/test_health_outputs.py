@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,3 +136,25 @@ def test_the_site_says_the_explained_class_the_records_say(outputs: dict[str, An
     # the tracks explain different things (labels, predictions), so the comparison above can fail
     assert seen == {"chance37": {"label"}, "by-label": {"label"}, "by-prediction": {"predicted"}}
     assert "the label" in _section(index, 'id="track-by-label"')
+
+
+def test_a_track_with_every_value_na_exits_1_naming_the_reason(tmp_path: Path) -> None:
+    """The real path, no stub: ``iou`` on a folder without masks is n/a for every sample, so the
+    run writes its results, then says why in one line and exits 1 (issue 24 item 5)."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from xaibench.cli import cli
+
+    data = make_folder(tmp_path / "nomasks", n=4)
+    shutil.rmtree(data / "masks")
+    args = ["run", "-q", "-e", "gradient,random", "--model", "shapes-cnn", "--dataset", f"folder:{data}"]
+    args += ["--metric", "iou", "--device", "cpu", "--output-path", str(tmp_path / "out")]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.output
+    assert errors[0].startswith("error: track shapes-cnn-on-nomasks: 8 of 8 values (100 %)"), errors[0]
+    assert errors[0].endswith("most common reasons: no ground truth (8)"), errors[0]
+    assert (tmp_path / "out" / "submissions" / "gradient.json").is_file()

@@ -123,6 +123,9 @@ def build_track(
             "name": spec.model,
             "identity": model.identity if model is not None else None,
             "params": dict(spec.model_params),
+            # where the weights came from, parts initialised rather than loaded with their seed
+            # (e.g. "checkpoint:PATH", "pretrained, new classifier random(seed=0)"), when the model says
+            **({"weights": str(model.weights_source)} if getattr(model, "weights_source", None) else {}),
         },
         "target": spec.target,
         "target_sources": dict(Counter(sources).most_common()),
