@@ -91,7 +91,9 @@ def test_leaderboard_files_and_site_are_replaced_together(two_sets: tuple[Path, 
     assert _siblings(out) == []
 
 
-def test_a_folder_holding_other_files_is_refused_and_left_as_it_was(two_sets: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_folder_holding_other_files_is_refused_and_left_as_it_was(
+    two_sets: tuple[Path, Path], tmp_path: Path
+) -> None:
     a, _ = two_sets
     out = tmp_path / "lb"
     out.mkdir()
