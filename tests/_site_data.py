@@ -25,6 +25,8 @@ import numpy as np
 
 from xaibench.pasta.render import render_overlay
 from xaibench.publish.examples import png_bytes
+from xaibench.seeds import derive_seed
+from xaibench.stats import bootstrap_ci
 
 EVIL_NAME = "<script>window.__pwned=1</script>"
 EVIL_PARAM = "<img src=x onerror=window.__pwned=2>"
@@ -57,7 +59,7 @@ PASTA_Q5 = {"alpha": 2.0, "beta": 2.4, "gamma": 3.1, "oracle": 1.6, "tuned-net":
 RANDOMISATION = {"alpha": 0.10, "beta": 0.20, "gamma": -0.10, "oracle": 0.95, "tuned-net": 0.15, "evil": 0.70}
 for _name, _means in MEANS.items():
     _means.update(pasta_q5=PASTA_Q5[_name], model_randomisation=RANDOMISATION[_name])
-HALF_WIDTH = 0.015  # intervals: mean +- this
+SEED = 0  # the run seed recorded; intervals are the seeded bootstrap of the values, as a run writes them
 NOISE = (-0.02, 0.02, -0.01, 0.01, -0.03, 0.03, 0.02, -0.01, -0.01, 0.0)  # sums to 0 over 6, 9 and 10 samples
 GAMMA_SWING = 0.1
 PROXY_LABEL = "PASTA (proxy, technique-level labels)"
@@ -104,9 +106,12 @@ def _samples(metric: str, mean: float | None, n: int, swing: bool) -> dict[str, 
     return out
 
 
-def _metric(metric: str, mean: float | None, n_na: int, *, swing: bool = False) -> dict[str, Any]:
+def _metric(metric: str, mean: float | None, n_na: int, *, label: str, swing: bool = False) -> dict[str, Any]:
+    """A metric block whose interval is the runner's seeded bootstrap (seed ``SEED``) of its values."""
     family, direction, ranking = METRICS[metric]
     n = 0 if mean is None else N_SAMPLES - n_na
+    samples = _samples(metric, mean, n, swing)
+    low, high = bootstrap_ci([v for v in samples.values() if v is not None], derive_seed(SEED, "bootstrap", label))
     params: dict[str, Any] = {}
     if metric.startswith("pasta_"):
         params = {"question": metric[-2:].upper(), "label": PROXY_LABEL, "heldout_q1_spearman": HELDOUT_Q1_SPEARMAN}
@@ -118,13 +123,13 @@ def _metric(metric: str, mean: float | None, n_na: int, *, swing: bool = False) 
         "params": params,
         "ranking": ranking,
         "mean": mean,
-        "ci_low": None if mean is None else mean - HALF_WIDTH,
-        "ci_high": None if mean is None else mean + HALF_WIDTH,
+        "ci_low": None if mean is None else low,
+        "ci_high": None if mean is None else high,
         "n": n,
         "n_na": N_SAMPLES - n,
         "na_reasons": {"empty ground truth": N_SAMPLES - n} if n < N_SAMPLES else {},
         "forward_passes_per_sample": 0.0,
-        "samples": _samples(metric, mean, n, swing),
+        "samples": samples,
     }
     if mean is not None and 0 <= mean <= 1:
         counts = [0] * 10
@@ -173,7 +178,8 @@ def submission(name: str, folder: Path, *, examples: bool = True) -> dict[str, A
             n_na = 1 if (name == "gamma" and metric == "mae") else 0
             if track == "synth-b" and metric == "insertion":
                 n_na = 4  # 6 shared samples: too few to rank, and 40 % n/a
-            metrics[metric] = _metric(metric, mean, n_na, swing=name == "gamma" and metric == "iou")
+            label = f"{track}/{shown}/{metric}"
+            metrics[metric] = _metric(metric, mean, n_na, label=label, swing=name == "gamma" and metric == "iou")
         block: dict[str, Any] = {
             "provenance": {
                 "track": track,
@@ -236,7 +242,7 @@ def submission(name: str, folder: Path, *, examples: bool = True) -> dict[str, A
         "plugins": [
             {"name": EVIL_NAME if evil else "builtin", "distribution": "xaibench", "version": "0.1.0", "ok": True}
         ],
-        "seed": 0,
+        "seed": SEED,
         "suite": "synthetic",
         "tracks": tracks,
     }

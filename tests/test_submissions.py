@@ -82,6 +82,7 @@ def test_samples_sanity_family_and_verification_are_in_the_schema_and_checked(va
     data = copy.deepcopy(valid)
     iou = data["tracks"]["synth-a"]["metrics"]["iou"]
     iou["samples"] = {f"s{k}": 0.62 for k in range(10)}  # n = 10, n_na = 0
+    iou.update(ci_low=0.62, ci_high=0.62)  # the bootstrap of ten equal values
     mae = data["tracks"]["synth-b"]["metrics"]["mae"]
     mae["family"] = "sanity"
     data["verification"] = {

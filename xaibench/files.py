@@ -11,12 +11,15 @@ is gone, and the staging folders (:func:`make_staging_dir`) of dead processes to
 from __future__ import annotations
 
 import csv
+import ctypes
+import errno
 import io
 import json
 import os
 import re
 import secrets
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -24,7 +27,8 @@ from typing import Any
 
 TEMP_SUFFIX = ".tmp"
 STAGING_SUFFIX = ".staging"
-_WITH_PID = re.compile(r"^\..+\.(?P<pid>\d+)\.[0-9a-f]{8}\.(?:tmp|staging)$")  # ".<name>.<pid>.<8 hex>.tmp"
+ASIDE_SUFFIX = ".old"
+_WITH_PID = re.compile(r"^\..+\.(?P<pid>\d+)\.[0-9a-f]{8}\.(?:tmp|staging|old)$")  # ".<name>.<pid>.<8 hex>.tmp"
 _MKSTEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # the older form, without a pid: ".<name>.<random>.tmp"
 
 
@@ -154,3 +158,81 @@ def check_writable_folder(path: Path, shown: str) -> None:
         raise XaibenchError(f"{shown}: a part of the path is a file, not a folder") from None
     except OSError as exc:
         raise XaibenchError(f"{shown}: cannot write there ({exc.strerror or exc})") from None
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the names ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False
+    where the system or the file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # a C library older than glibc 2.28
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def replace_folder(staging: Path, target: Path) -> None:
+    """Put the filled folder ``staging`` (from :func:`make_staging_dir`) in place of ``target``,
+    whole: a reader, or a kill at any point, finds the complete old ``target`` or the complete new one.
+
+    - ``target`` absent: one rename.
+    - Linux: one ``renameat2(RENAME_EXCHANGE)`` swaps the two names, then the old folder (now
+      under the staging name) is removed; killed before the swap, ``target`` is the old folder;
+      after it, the new one, and the old one is a staging folder of a dead process, which
+      :func:`remove_stale_siblings` deletes.
+    - elsewhere (or a file system without the swap): ``target`` is renamed aside
+      (``.<name>.<pid>.<random>.old``), the staging folder renamed in, the aside folder removed.
+      Killed between the two renames, ``target`` is missing and the aside folder holds the old
+      output whole; :func:`remove_stale_siblings` renames it back before the next build.
+    """
+    if not target.exists() and not target.is_symlink():
+        staging.rename(target)
+        return
+    if _exchange(staging, target):
+        shutil.rmtree(staging, ignore_errors=True)
+        return
+    while True:
+        aside = _temp_name(target, ASIDE_SUFFIX)
+        if not aside.exists():
+            break
+    target.rename(aside)
+    try:
+        staging.rename(target)
+    except BaseException:
+        aside.rename(target)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def remove_stale_siblings(target: Path) -> int:
+    """Clean up beside ``target`` after writers killed in :func:`replace_folder` or while filling
+    a staging folder: a dead process's aside folder is renamed back when ``target`` is missing
+    (it is the old output, whole) and removed otherwise; its staging folders and temporary files
+    are removed. Those of live processes are left alone. Returns how many were cleaned up."""
+    folder = target.parent
+    if not folder.is_dir():
+        return 0
+    mine = re.compile(rf"^\.{re.escape(target.name)}\.\d+\.[0-9a-f]{{8}}\.(?:tmp|staging|old)$")
+    cleaned = 0
+    for path in sorted(folder.iterdir()):
+        if not mine.match(path.name) or not is_leftover(path):
+            continue
+        if path.name.endswith(ASIDE_SUFFIX) and not target.exists() and not target.is_symlink():
+            path.rename(target)
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        cleaned += 1
+    return cleaned

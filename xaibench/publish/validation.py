@@ -10,9 +10,11 @@ Three layers, every finding reported as ``FILE:LINE:COLUMN: message (at /json/po
    ``docs/submission.schema.json``), checked with ``jsonschema``. Each error's JSON pointer is
    mapped to the line of the offending key (for a missing key: the line of the object that
    lacks it) by a small scanner that records where every key and array item starts.
-3. Consistency the schema cannot express: interval order, counts, histogram and curve
-   shapes, disclosure vs the explainer's own flags, and, for a file on disk, that each example
-   overlay exists under ``assets/``, is a PNG and has the recorded sha256.
+3. Consistency the schema cannot express: interval order, counts, the summary numbers against
+   the per-sample values (:mod:`xaibench.publish.recompute`: finite, at most 1e100 in size, the
+   mean and the seeded bootstrap interval recomputed), histogram and curve shapes, disclosure
+   vs the explainer's own flags, and, for a file on disk, that each example overlay exists
+   under ``assets/``, is a PNG and has the recorded sha256.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from xaibench.errors import XaibenchError
+from xaibench.publish.recompute import summary_errors
 from xaibench.publish.shapes import Example, JsonObject, MetricSummary, SubmissionData
 from xaibench.publish.submission_files import read_bytes, submission_text
 
@@ -258,11 +261,18 @@ def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iter
     for flag in ("tuned_on_benchmark", "reference_only"):
         if explainer.get(flag) is True and disclosure.get(flag) is False:
             yield f"/disclosure/{flag}", f"the explainer declares {flag} = true, the disclosure says false"
+    name, seed = explainer["name"], data.get("seed")
     for track_name, track in data["tracks"].items():
         base = pointer(["tracks", track_name])
         n_samples = track["provenance"]["n_samples"]
         for metric_id, m in track["metrics"].items():
-            yield from _metric_errors(f"{base}/metrics{pointer([metric_id])}", m, n_samples)
+            ptr = f"{base}/metrics{pointer([metric_id])}"
+            yield from _metric_errors(ptr, m, n_samples)
+            where = f"track {track_name}, metric {metric_id}, explainer {name}"
+            label = f"{track_name}/{name}/{metric_id}"
+            for key, message in summary_errors(where, label, m, seed):
+                sample = key.removeprefix("samples/")
+                yield (f"{ptr}/{key}" if sample == key else f"{ptr}/samples{pointer([sample])}"), message
         for k, example in enumerate(track.get("examples", [])):
             if "png" in example and folder is not None:
                 yield from _asset_errors(f"{base}/examples/{k}/png", example, folder)

@@ -9,6 +9,7 @@ characters made visible), so no link, image, raw HTML, heading or terminal escap
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xaibench.api import RANKED_FAMILIES
-from xaibench.files import csv_text, write_json_atomic, write_text_atomic
+from xaibench.files import csv_text, write_text_atomic
 from xaibench.publish.board import Leaderboard, board_json, label_of, rank_ties, track_title
 from xaibench.publish.leaderboard import CSV_COLUMNS, SANITY_METRIC, family_index
 from xaibench.publish.shapes import BoardRow
@@ -38,14 +39,24 @@ LEGEND = (
 )
 
 
+LEADERBOARD_FILES = ("leaderboard.csv", "leaderboard.json", "leaderboard.md")
+"""The leaderboard files, in the order they are written."""
+
+
+def leaderboard_texts(board: Leaderboard) -> dict[str, str]:
+    """File name -> text of each of :data:`LEADERBOARD_FILES`."""
+    texts = [to_csv(board.rows), json.dumps(board_json(board), indent=2, allow_nan=False) + "\n", to_markdown(board)]
+    return dict(zip(LEADERBOARD_FILES, texts, strict=True))
+
+
 def write_leaderboard(board: Leaderboard, out_dir: Path) -> list[Path]:
-    """Write leaderboard.csv, leaderboard.json and leaderboard.md into ``out_dir`` (each atomically)."""
+    """Write leaderboard.csv, leaderboard.json and leaderboard.md into ``out_dir`` (each
+    atomically, one after the other; :func:`xaibench.publish.board_folder.publish_board_folder`
+    writes them and the site as one folder)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.json", out_dir / "leaderboard.md"]
-    write_text_atomic(paths[0], to_csv(board.rows))
-    write_json_atomic(paths[1], board_json(board))
-    write_text_atomic(paths[2], to_markdown(board))
-    return paths
+    for name, text in leaderboard_texts(board).items():
+        write_text_atomic(out_dir / name, text)
+    return [out_dir / name for name in LEADERBOARD_FILES]
 
 
 def to_csv(rows: Sequence[BoardRow]) -> str:

@@ -45,7 +45,7 @@ from xaibench.site.views.explainers import explainer_tracks
 from xaibench.site.views.methodology import methodology
 from xaibench.site.views.overview import overview
 from xaibench.site.views.tracks import track_view
-from xaibench.site.writer import Page, check_site_dir, write_site
+from xaibench.site.writer import Page, write_site
 
 
 def build_site(
@@ -67,12 +67,27 @@ def build_site(
     (``XAIBENCH_DATA_DIR``, as ``--data-dir`` sets it, or ``XAIBENCH_DATA_PASTA_PAPER``), and the
     section says in one line when it is absent.
     """
+    pages, files = site_contents(
+        submissions_dir, board=board, registry=registry, validate=validate, paper_dir=paper_dir
+    )
+    return write_site(site_dir, pages, files)
+
+
+def site_contents(
+    submissions_dir: Path,
+    *,
+    board: Leaderboard | None = None,
+    registry: Registry | None = None,
+    validate: bool = True,
+    paper_dir: Path | None = None,
+) -> tuple[dict[str, Page], dict[str, str | bytes]]:
+    """The site's pages and files (what :func:`xaibench.site.writer.write_site` and
+    :func:`xaibench.site.writer.fill_site` write), from the submissions (see :func:`build_site`)."""
     if not submissions_dir.is_dir():
         raise XaibenchError(f"{submissions_dir}: no such submissions folder")
     files = sorted(submissions_dir.glob("*.json"))
     if validate:
         require_valid(files)
-    check_site_dir(site_dir)
     subs = _board_submissions(board, files)
     if subs is None:
         subs = read_submissions(submissions_dir)
@@ -88,7 +103,7 @@ def build_site(
         **{f"data/submissions/{s.slug}.json": s.raw for s in shown},
         **overlays,
     }
-    return write_site(site_dir, _pages(board, shown, registry, paper_dir), data)
+    return _pages(board, shown, registry, paper_dir), data
 
 
 def _board_submissions(board: Leaderboard | None, files: list[Path]) -> list[Submission] | None:

@@ -1,7 +1,8 @@
 """The site's one writer: renders the pages' templates and writes the whole site at once.
 
 Everything is written into a staging folder beside the site, which then replaces the site folder
-as a whole, so a failed build leaves the earlier site as it was. A folder is replaced only when it
+as a whole (:func:`xaibench.files.replace_folder`), so a failed or killed build leaves the
+earlier site as it was. A folder is replaced only when it
 is absent, empty, or a site built before (it holds the marker file ``.xaibench-site``), so no
 other folder is ever deleted. Templates are rendered by Jinja2 with autoescape on (HTML) and
 undefined names an error.
@@ -18,7 +19,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from xaibench.errors import XaibenchError
-from xaibench.files import make_staging_dir
+from xaibench.files import make_staging_dir, remove_stale_siblings, replace_folder
 from xaibench.publish.writers import DIRECTION_WORDS
 from xaibench.version import __version__
 
@@ -69,35 +70,41 @@ def num_text(value: object, digits: int = 3) -> str:
 
 
 def write_site(site_dir: Path, pages: Mapping[str, Page], files: Mapping[str, str | bytes]) -> list[Path]:
-    """Write the site to ``site_dir``, replacing it as a whole; returns the HTML pages written.
+    """Write the site to ``site_dir``, replacing it as a whole (:func:`xaibench.files.replace_folder`:
+    a kill at any point leaves the old site or the new one); returns the HTML pages written.
 
     ``pages``: site-relative path -> page to render; ``files``: site-relative path -> content
     (text is written as UTF-8). Files are readable by all (0644), folders 0755.
     """
     check_site_dir(site_dir)
-    env = environment()
     site_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_siblings(site_dir)
     tmp = make_staging_dir(site_dir)
     try:
-        for folder in FOLDERS:
-            (tmp / folder).mkdir(parents=True, exist_ok=True)
-        for name in STATIC:
-            shutil.copyfile(HERE / "static" / name, tmp / "assets" / name)
-        for rel, content in files.items():
-            if isinstance(content, bytes):
-                (tmp / rel).write_bytes(content)
-            else:
-                (tmp / rel).write_text(content, encoding="utf-8")
-        for rel, page in pages.items():
-            (tmp / rel).write_text(env.get_template(page.template).render(**page.context), encoding="utf-8")
-        (tmp / MARKER).write_text(f"built by xaibench {__version__}\n", encoding="utf-8")
-        for p in tmp.rglob("*"):
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        if site_dir.exists():
-            shutil.rmtree(site_dir)
-        tmp.rename(site_dir)
+        fill_site(tmp, pages, files)
+        replace_folder(tmp, site_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    site_dir.chmod(0o755)
     return [site_dir / p for p in sorted(pages)]
+
+
+def fill_site(folder: Path, pages: Mapping[str, Page], files: Mapping[str, str | bytes]) -> None:
+    """Render and write the whole site into the new folder ``folder`` (see :func:`write_site`)."""
+    env = environment()
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in FOLDERS:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    for name in STATIC:
+        shutil.copyfile(HERE / "static" / name, folder / "assets" / name)
+    for rel, content in files.items():
+        if isinstance(content, bytes):
+            (folder / rel).write_bytes(content)
+        else:
+            (folder / rel).write_text(content, encoding="utf-8")
+    for rel, page in pages.items():
+        (folder / rel).write_text(env.get_template(page.template).render(**page.context), encoding="utf-8")
+    (folder / MARKER).write_text(f"built by xaibench {__version__}\n", encoding="utf-8")
+    for p in folder.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    folder.chmod(0o755)

@@ -1,0 +1,153 @@
+"""A submission's summary numbers must follow from its own per-sample values (issue 25, item 5).
+
+The fixture files are those of tests/_site_data.py, whose intervals are the runner's seeded
+bootstrap of their values; each test breaks one number and checks the one-line finding.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _site_data import submission
+
+from xaibench.errors import XaibenchError
+from xaibench.publish.board import build_leaderboard
+from xaibench.publish.recompute import MAX_MAGNITUDE
+from xaibench.publish.validation import require_valid, validate_text
+from xaibench.seeds import derive_seed
+from xaibench.stats import bootstrap_ci
+
+
+def _messages(data: dict[str, Any]) -> list[str]:
+    return [f"{i.pointer} {i.message}" for i in validate_text(json.dumps(data, indent=2), "s.json")]
+
+
+@pytest.fixture()
+def alpha(tmp_path: Path) -> dict[str, Any]:
+    data = submission("alpha", tmp_path, examples=False)
+    assert _messages(data) == []
+    return data
+
+
+def _iou(data: dict[str, Any]) -> dict[str, Any]:
+    return data["tracks"]["synth-a"]["metrics"]["iou"]
+
+
+def test_the_fixture_interval_is_the_runner_bootstrap(alpha: dict[str, Any]) -> None:
+    iou = _iou(alpha)
+    values = [v for v in iou["samples"].values() if v is not None]
+    low, high = bootstrap_ci(values, derive_seed(0, "bootstrap", "synth-a/alpha/iou"))
+    assert (iou["ci_low"], iou["ci_high"]) == (low, high)
+    assert low < iou["mean"] < high  # a real interval, not a point
+
+
+def test_a_mean_its_values_do_not_have_is_rejected_naming_track_metric_and_explainer(alpha: dict[str, Any]) -> None:
+    data = copy.deepcopy(alpha)
+    _iou(data).update(mean=0.99, ci_high=1.0)  # the interval still contains the claimed mean
+    assert _messages(data) == [
+        "/tracks/synth-a/metrics/iou/mean track synth-a, metric iou, explainer alpha: "
+        "mean 0.99 but its 10 per-sample values average 0.62"
+    ]
+
+
+def test_a_mean_off_by_less_than_the_tolerance_passes_and_by_more_fails(alpha: dict[str, Any]) -> None:
+    data = copy.deepcopy(alpha)
+    _iou(data)["mean"] += 1e-12
+    assert _messages(data) == []
+    _iou(data)["mean"] += 1e-7
+    [message] = _messages(data)
+    assert message.startswith("/tracks/synth-a/metrics/iou/mean ") and "average 0.62" in message
+
+
+def test_an_interval_other_than_the_seeded_bootstrap_is_rejected(alpha: dict[str, Any]) -> None:
+    data = copy.deepcopy(alpha)
+    iou = _iou(data)
+    iou["ci_high"] += 1e-6
+    [message] = _messages(data)
+    assert message.startswith("/tracks/synth-a/metrics/iou/ci_high track synth-a, metric iou, explainer alpha: ")
+    assert "but the seeded bootstrap of its 10 per-sample values (seed 0) gives" in message
+    data["seed"] = 1  # another run seed: another bootstrap, for every metric of the file
+    iou["ci_high"] -= 1e-6
+    messages = _messages(data)
+    assert any(m.startswith("/tracks/synth-a/metrics/iou/ci_") for m in messages)
+    assert len(messages) > 10 and all("(seed 1) gives" in m for m in messages)
+
+
+def test_without_a_seed_the_interval_must_lie_within_the_values(alpha: dict[str, Any]) -> None:
+    data = copy.deepcopy(alpha)
+    data["seed"] = None
+    iou = _iou(data)
+    iou["ci_high"] += 1e-6  # not the bootstrap, but plausible: accepted
+    assert _messages(data) == []
+    iou["ci_high"] = max(v for v in iou["samples"].values() if v is not None) + 0.01
+    [message] = _messages(data)
+    assert "interval [" in message and "reaches beyond its per-sample values" in message
+
+
+@pytest.mark.parametrize("value", [1e308, -1e101, 2e100])
+def test_a_per_sample_value_beyond_the_bound_is_rejected(alpha: dict[str, Any], value: float) -> None:
+    data = copy.deepcopy(alpha)
+    _iou(data)["samples"]["s03"] = value
+    [message] = _messages(data)
+    assert message.startswith("/tracks/synth-a/metrics/iou/samples/s03 track synth-a, metric iou, explainer alpha:")
+    assert f"larger in size than {MAX_MAGNITUDE:g}" in message
+
+
+def test_a_value_at_the_bound_is_not_rejected_for_its_size(alpha: dict[str, Any]) -> None:
+    data = copy.deepcopy(alpha)
+    _iou(data)["samples"]["s03"] = MAX_MAGNITUDE
+    assert not any("larger in size" in m for m in _messages(data))
+    assert any("/iou/mean " in m for m in _messages(data))  # but the mean no longer follows
+
+
+def test_nan_per_sample_value_is_reported_once_per_place(alpha: dict[str, Any]) -> None:
+    text = json.dumps(alpha, indent=2).replace('"s03": 0.63', '"s03": NaN', 1)
+    assert '"s03": NaN' in text
+    messages = [i.message for i in validate_text(text, "s.json")]
+    assert any("NaN is not valid JSON" in m for m in messages)
+    assert any("per-sample value of 's03' is nan, not a finite number" in m for m in messages)
+
+
+def test_summary_numbers_without_samples_must_be_within_the_bound(alpha: dict[str, Any]) -> None:
+    data = copy.deepcopy(alpha)
+    iou = _iou(data)
+    del iou["samples"]
+    iou.update(mean=1e150, ci_low=1e149, ci_high=1e151)
+    messages = _messages(data)
+    assert [m.split(" ")[0] for m in messages] == [
+        "/tracks/synth-a/metrics/iou/mean",
+        "/tracks/synth-a/metrics/iou/ci_low",
+        "/tracks/synth-a/metrics/iou/ci_high",
+    ]
+
+
+def test_na_reasons_must_count_the_nulls(alpha: dict[str, Any]) -> None:
+    data = copy.deepcopy(alpha)
+    mae = data["tracks"]["synth-a"]["metrics"]["mae"]
+    mae["na_reasons"] = {"empty mask": 2}
+    assert _messages(data) == [
+        "/tracks/synth-a/metrics/mae/na_reasons track synth-a, metric mae, explainer alpha: "
+        "na_reasons count 2 n/a but n_na = 0"
+    ]
+
+
+def test_the_leaderboard_build_refuses_a_file_whose_mean_is_not_its_values(tmp_path: Path) -> None:
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name in ("alpha", "beta"):
+        data = submission(name, folder, examples=False)
+        if name == "beta":
+            _iou(data).update(mean=0.99, ci_high=1.0)
+        (folder / f"{name}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    with pytest.raises(XaibenchError) as info:
+        require_valid(sorted(folder.glob("*.json")))
+    assert str(info.value).startswith(f"invalid submission: {folder / 'beta.json'}:")
+    assert "track synth-a, metric iou, explainer beta: mean 0.99 but its 10 per-sample values average 0.41" in str(
+        info.value
+    )
+    (folder / "beta.json").unlink()
+    assert build_leaderboard(folder).rows  # the other file alone builds

@@ -1,0 +1,132 @@
+"""A submission's summary numbers checked against its own per-sample values.
+
+``xaibench run`` writes, for each (track, metric), the per-sample values (``samples``) and the
+summary the leaderboard shows: ``n``, ``n_na``, ``na_reasons``, ``mean`` and the 95 % interval
+(:func:`xaibench.stats.summarise`). A file edited by hand can claim a mean its values do not
+have; this module recomputes the summary and says what differs, one message per finding.
+
+Rules (docs/submitting.md):
+
+- every number of a metric summary (``mean``, ``ci_low``, ``ci_high``, each per-sample value) is
+  finite and at most :data:`MAX_MAGNITUDE` in size, so a difference of two values, a sum of
+  values or a square of one stays finite (1e100 + 1e100 and 1e100 ** 2 = 1e200 are far below
+  the float limit 1.8e308);
+- ``mean`` equals the mean of the values within :data:`RELATIVE_TOLERANCE` times the largest
+  value's size (at least 1);
+- ``na_reasons`` counts add up to ``n_na`` (the runner keeps the :data:`NA_REASONS_KEPT`
+  commonest reasons, so with that many they may add up to less);
+- with the run ``seed`` recorded, ``[ci_low, ci_high]`` is the seeded bootstrap the runner draws
+  (:func:`xaibench.stats.bootstrap_ci`, seed ``derive_seed(seed, "bootstrap",
+  "TRACK/EXPLAINER/METRIC")``), within the same tolerance; without a seed, the interval
+  contains the mean and lies between the smallest and the largest value (as every percentile
+  bootstrap interval of a mean does).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from xaibench.seeds import derive_seed
+from xaibench.stats import bootstrap_ci
+
+MAX_MAGNITUDE = 1e100
+"""Largest size of a number in a metric summary or a per-sample value."""
+RELATIVE_TOLERANCE = 1e-9
+"""How far a recorded mean or interval end may lie from the recomputed one, relative to the
+largest value's size (at least 1)."""
+NA_REASONS_KEPT = 5
+"""How many n/a reasons the runner keeps (the commonest)."""
+
+
+def bad_number(value: Any) -> str | None:
+    """Why ``value`` (a number) cannot be a summary number or a per-sample value, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None  # the schema reports the type
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"is {value}, not a finite number"
+    if abs(value) > MAX_MAGNITUDE:
+        return f"{_num(value)} is larger in size than {MAX_MAGNITUDE:g} (the bound of a metric value)"
+    return None
+
+
+def _num(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _pair(a: float, b: float) -> tuple[str, str]:
+    """Two numbers shown so that they differ when they differ."""
+    short = _num(a) != _num(b) or abs(a - b) <= RELATIVE_TOLERANCE * max(1.0, abs(b))
+    return (_num(a), _num(b)) if short else (repr(float(a)), repr(float(b)))
+
+
+def summary_errors(where: str, label: str, m: Mapping[str, Any], seed: Any) -> Iterator[tuple[str, str]]:
+    """``(key, message)`` of every summary number of metric block ``m`` that is not finite, too
+    large, or differs from what its per-sample values give. ``where`` names the track, the metric
+    and the explainer (``"track shapes, metric iou, explainer gradient"``), ``label`` is the
+    runner's bootstrap label (``"shapes/gradient/iou"``), ``seed`` the file's run seed; ``key`` is
+    the block's key the finding is about (``samples/<id>`` for one value)."""
+    bad = False
+    for key in ("mean", "ci_low", "ci_high"):
+        why = bad_number(m.get(key))
+        if why is not None:
+            bad = True
+            yield key, f"{where}: {key} {why}"
+    samples = m.get("samples")
+    if not isinstance(samples, dict):
+        return
+    values: list[float] = []
+    for sample_id, value in samples.items():
+        why = bad_number(value)
+        if why is not None:
+            yield f"samples/{sample_id}", f"{where}: per-sample value of {sample_id!r} {why}"
+            return
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            values.append(float(value))
+    yield from _na_reason_errors(where, m)
+    if bad or len(values) != m.get("n"):
+        return  # the count mismatch is reported by the caller
+    if not values:
+        for key in ("ci_low", "ci_high"):
+            if m.get(key) is not None:
+                yield key, f"{where}: {key} is set but there is no per-sample value"
+        return
+    scale = max(1.0, max(abs(v) for v in values))
+    tol = RELATIVE_TOLERANCE * scale
+    mean, recomputed = m.get("mean"), float(np.mean(values))
+    if isinstance(mean, int | float) and abs(mean - recomputed) > tol:
+        shown, actual = _pair(mean, recomputed)
+        yield "mean", f"{where}: mean {shown} but its {len(values)} per-sample values average {actual}"
+        return
+    low, high = m.get("ci_low"), m.get("ci_high")
+    if not isinstance(low, int | float) or not isinstance(high, int | float):
+        return  # no interval to check (the board then shows none)
+    if not low - tol <= recomputed <= high + tol:
+        return  # the caller reports an interval that does not contain the mean
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        want = bootstrap_ci(values, derive_seed(seed, "bootstrap", label))
+        if abs(low - want[0]) > tol or abs(high - want[1]) > tol:
+            (low_s, want_low), (high_s, want_high) = _pair(low, want[0]), _pair(high, want[1])
+            yield (
+                "ci_low" if abs(low - want[0]) > tol else "ci_high",
+                f"{where}: interval [{low_s}, {high_s}] but the seeded bootstrap of its {len(values)} "
+                f"per-sample values (seed {seed}) gives [{want_low}, {want_high}]",
+            )
+    elif low < min(values) - tol or high > max(values) + tol:
+        yield (
+            "ci_low",
+            f"{where}: interval [{_num(low)}, {_num(high)}] reaches beyond its per-sample values "
+            f"[{_num(min(values))}, {_num(max(values))}]",
+        )
+
+
+def _na_reason_errors(where: str, m: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    reasons = m.get("na_reasons")
+    if not isinstance(reasons, dict) or not isinstance(m.get("n_na"), int):
+        return
+    total, n_na = sum(v for v in reasons.values() if isinstance(v, int)), m["n_na"]
+    if total > n_na or (total < n_na and len(reasons) < NA_REASONS_KEPT):
+        yield "na_reasons", f"{where}: na_reasons count {total} n/a but n_na = {n_na}"
