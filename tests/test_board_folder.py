@@ -185,3 +185,29 @@ def test_killed_builds_leave_the_old_folder_or_the_new_one(two_sets: tuple[Path,
     proc.communicate(timeout=300)
     assert proc.returncode == 0
     assert _snapshot(out) == refs[1 - state] and _siblings(out) == []
+
+
+def test_leaderboard_build_refuses_a_folder_of_other_files_and_replaces_its_own(tmp_path: Path) -> None:
+    """Through the command: a folder holding a user's file is refused in one line and left as it
+    was; a folder of an earlier build is replaced whole, leaving no staging folder beside it."""
+    from click.testing import CliRunner
+
+    from xaibench.cli import cli
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    write_submissions(subs)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    args = ["leaderboard", "build", "--submissions", str(subs), "--out"]
+    refused = CliRunner().invoke(cli, [*args, str(mine)])
+    assert isinstance(refused.exception, XaibenchError)  # main() prints it as one `error:` line
+    assert "mine: holds 'notes.txt', which xaibench did not write" in str(refused.exception)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    out = tmp_path / "board"
+    for _ in range(2):
+        result = CliRunner().invoke(cli, [*args, str(out)])
+        assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["board", "mine", "subs"]
+    assert (out / "leaderboard.csv").is_file() and (out / "site" / "index.html").is_file()

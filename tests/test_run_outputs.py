@@ -233,7 +233,7 @@ def test_run_help_lists_every_option_once_in_groups() -> None:
         assert len(re.findall(rf"(?<![\w-]){re.escape(opt)}(?![\w-])(?=[ ,\n])", _option_column(text))) == 1, opt
     grouped = [name for _, names in RUN_OPTION_GROUPS for name in names]
     assert len(grouped) == len(set(grouped))
-    assert "family:NAME" in text and " all;" in text
+    assert "family:NAME" in text and "all (every default metric)" in text
     assert "num_classes" in text and "xaibench list models" in text
 
 

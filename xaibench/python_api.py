@@ -350,7 +350,10 @@ def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
 
         _writable_folder(subs, "submissions", spelling)
         if board_dir is not None:
+            from xaibench.publish.board_folder import check_board_dir
+
             _writable_folder(board_dir, "leaderboard_dir", spelling)
+            check_board_dir(board_dir)  # replaced whole when published: refuse a folder of other files now
         require_valid(submission_files([subs]))
     with data_dir(a["data_dir"], spelling):
         with Runner(config, registry) as runner:
@@ -417,22 +420,20 @@ def publish_leaderboard(
     registry: Registry | None = None,
 ) -> Published:
     """Validate every submission in ``submissions``, write the leaderboard files to ``board_dir``
-    and, with ``with_site``, the static site (``site_dir``, default ``board_dir/site``). Nothing
+    and, with ``with_site``, the static site (``site_dir``, default ``board_dir/site``), all
+    swapped in at once (:func:`xaibench.publish.board_folder.publish_board_folder`: a kill leaves
+    the old folder or the new one, never a mix; a folder of other files is refused). Nothing
     is printed; ``xaibench run`` and ``xaibench leaderboard build`` print from what it returns."""
     from xaibench.publish.board import build_leaderboard
+    from xaibench.publish.board_folder import publish_board_folder
     from xaibench.publish.validation import require_valid, submission_files
-    from xaibench.publish.writers import write_leaderboard
 
     require_valid(submission_files([submissions]))
     board = build_leaderboard(submissions)
-    published = Published(board=board, files=list(write_leaderboard(board, board_dir)))
-    if with_site:
-        from xaibench.site import build_site
-
-        published.site_dir = site_dir or board_dir / "site"
-        published.pages = list(
-            build_site(submissions, published.site_dir, board=board, validate=False, registry=registry)
-        )
+    # the leaderboard files and the site land together: one staging folder swapped in whole
+    written = publish_board_folder(board, submissions, board_dir, site_dir, with_site=with_site, registry=registry)
+    published = Published(board=board, files=list(written.files))
+    published.site_dir, published.pages = written.site_dir, list(written.pages)
     return published
 
 
