@@ -18,6 +18,7 @@ from rich.table import Table
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
 from xaibench.params import parse_value
+from xaibench.plugins import manager
 from xaibench.plugins.manager import KIND_BASES, get_registry
 from xaibench.runner.config import CLI, CLI_EXECUTORS, DEVICE_CHOICES, DEVICE_PATTERN, make_run_config, suite_tracks
 from xaibench.runner.config import data_dir as with_data_dir
@@ -210,6 +211,11 @@ def cli() -> None:
     Explainers, datasets, models, metrics and suites come from plugins (entry-point
     group `xaibench`); `xaibench list plugins` shows what is installed.
     """
+    manager.on_plugin_error = _plugin_warning  # a plugin that fails to load: one line, then go on
+
+
+def _plugin_warning(line: str) -> None:
+    click.echo(f"warning: {line}", err=True)
 
 
 @cli.command(cls=GroupedCommand, option_groups=RUN_OPTION_GROUPS)
