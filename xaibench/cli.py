@@ -22,6 +22,7 @@ from xaibench.plugins import manager
 from xaibench.plugins.manager import KIND_BASES, get_registry
 from xaibench.runner.config import CLI, CLI_EXECUTORS, DEVICE_CHOICES, DEVICE_PATTERN, make_run_config, suite_tracks
 from xaibench.runner.config import data_dir as with_data_dir
+from xaibench.suites.suite_file import is_suite_file
 
 console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "160")))
 LIST_KINDS = ("explainers", "datasets", "models", "metrics", "suites", "encoders", "plugins")
@@ -425,8 +426,10 @@ def run(
     if results.published is not None:
         _print_written(results.published)
     console.print(f"wall time {results.wall_time_s:.1f} s; records in {results.workdir}/results")
+    # a suite file's track that fails to load (e.g. a parameter value its plugin rejects): name the file
+    origin = f" of {suite}" if given("suite") and is_suite_file(suite) else ""
     for track, error in results.failed.items():
-        console.print(f"[red]track {track} failed: {error}")
+        console.print(f"track {track}{origin} failed: {error}", style="red", markup=False, highlight=False)
     errors = results.errors
     for line in results.warnings:
         console.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)
