@@ -124,7 +124,7 @@ TIMEOUT_OPTION = click.option(
     default=300.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Seconds allowed per explainer call (0: none).",
+    help="Seconds allowed per explainer call (0: none; at most a year).",
 )
 THREADS_OPTION = click.option(
     "--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads."
