@@ -332,17 +332,20 @@ def test_a_full_disk_while_appending_records_keeps_the_records_before(
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-def test_a_full_disk_at_the_leaderboard_is_one_line_and_the_records_are_complete(
+def test_a_full_disk_at_a_submission_is_one_line_and_keeps_what_was_written(
     tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(files, "os", _FullDisk("leaderboard.json"))
-    code, out, err = _cli(capfd, "run", "-e", "random,sobel", *SMALL, *_outputs(tmp_path))
-    board = tmp_path / "lb" / "leaderboard.json"
-    assert _one_error(code, out, err) == f"error: {board}: {os.strerror(errno.ENOSPC)}"
-    assert not board.exists()
-    records = _records(tmp_path / "w")
+    args = ["run", "-e", "random,sobel", *SMALL, *_outputs(tmp_path)]
+    assert _cli(capfd, *args)[0] == 0
+    submission = tmp_path / "s" / "sobel.json"
+    records, written = _records(tmp_path / "w"), submission.read_bytes()
+    listed = sorted(p.name for p in submission.parent.iterdir())
+    monkeypatch.setattr(files, "os", _FullDisk("sobel.json"))
+    assert _one_error(*_cli(capfd, *args)) == f"error: {submission}: {os.strerror(errno.ENOSPC)}"
+    assert submission.read_bytes() == written  # the submission of the first run, whole
+    assert sorted(p.name for p in submission.parent.iterdir()) == listed  # no temporary file left
+    assert _records(tmp_path / "w") == records
     assert sorted(r["explainer"]["name"] for r in records) == ["random", "random", "sobel", "sobel"]
-    assert (tmp_path / "s" / "random.json").is_file() and (tmp_path / "s" / "sobel.json").is_file()
 
 
 # ------------------------------------------------------------------ 7. what a worker prints
