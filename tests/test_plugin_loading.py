@@ -82,11 +82,14 @@ def test_broken_plugin_is_reported_and_changes_nothing_else(site: Path) -> None:
 def test_cli_lists_the_broken_plugin_and_other_commands_still_work(site: Path) -> None:
     runner = CliRunner()
     listed = runner.invoke(cli, ["list", "plugins", "--json"], catch_exceptions=False)
-    rows = {r["name"]: r for r in json.loads(listed.output)}
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["broken"]["ok"] is False and "this_module_does_not_exist_anywhere" in rows["broken"]["error"]
+    # and said once on stderr, one line naming the distribution and the entry point
+    assert listed.stderr.count("\n") == 1
+    assert listed.stderr.startswith("warning: plugin xb-broken (entry point broken): import raised ModuleNotFoundError")
     assert rows["good"]["ok"] is True
     explainers = runner.invoke(cli, ["list", "explainers", "--json"], catch_exceptions=False)
-    names = {r["name"]: r for r in json.loads(explainers.output)}
+    names = {r["name"]: r for r in json.loads(explainers.stdout)}
     assert names["flat-good"]["distribution"] == "xb-good"
 
 

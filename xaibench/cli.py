@@ -18,9 +18,11 @@ from rich.table import Table
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
 from xaibench.params import parse_value
+from xaibench.plugins import manager
 from xaibench.plugins.manager import KIND_BASES, get_registry
 from xaibench.runner.config import CLI, CLI_EXECUTORS, DEVICE_CHOICES, DEVICE_PATTERN, make_run_config, suite_tracks
 from xaibench.runner.config import data_dir as with_data_dir
+from xaibench.suites.suite_file import is_suite_file
 
 console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "160")))
 LIST_KINDS = ("explainers", "datasets", "models", "metrics", "suites", "encoders", "plugins")
@@ -122,7 +124,7 @@ TIMEOUT_OPTION = click.option(
     default=300.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Seconds allowed per explainer call (0: none).",
+    help="Seconds allowed per explainer call (0: none; at most a year).",
 )
 THREADS_OPTION = click.option(
     "--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads."
@@ -210,6 +212,11 @@ def cli() -> None:
     Explainers, datasets, models, metrics and suites come from plugins (entry-point
     group `xaibench`); `xaibench list plugins` shows what is installed.
     """
+    manager.on_plugin_error = _plugin_warning  # a plugin that fails to load: one line, then go on
+
+
+def _plugin_warning(line: str) -> None:
+    click.echo(f"warning: {line}", err=True)
 
 
 @cli.command(cls=GroupedCommand, option_groups=RUN_OPTION_GROUPS)
@@ -419,8 +426,10 @@ def run(
     if results.published is not None:
         _print_written(results.published)
     console.print(f"wall time {results.wall_time_s:.1f} s; records in {results.workdir}/results")
+    # a suite file's track that fails to load (e.g. a parameter value its plugin rejects): name the file
+    origin = f" of {suite}" if given("suite") and is_suite_file(suite) else ""
     for track, error in results.failed.items():
-        console.print(f"[red]track {track} failed: {error}")
+        console.print(f"track {track}{origin} failed: {error}", style="red", markup=False, highlight=False)
     errors = results.errors
     for line in results.warnings:
         console.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)

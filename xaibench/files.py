@@ -51,9 +51,19 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:  # e.g. a full disk (ENOSPC): the target is untouched; name it, not the temporary file
+        tmp.unlink(missing_ok=True)
+        raise named(exc, path) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def named(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming ``path`` (a failed ``write`` names no file): ``path: No space left on device``."""
+    if exc.errno is None or exc.strerror is None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, str(path))
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -3,16 +3,25 @@
 Built-in plugins and entry-point plugins (group ``xaibench``) are loaded the
 same way, each in isolation: a plugin that fails to import, or whose hook
 raises, is recorded with its error and skipped; every other plugin still loads
-(the llm issue 1280 lesson). ``XAIBENCH_LOAD_PLUGINS`` (allow list) and
-``XAIBENCH_DISABLE_PLUGINS`` (block list) take comma-separated entry-point names.
+(the llm issue 1280 lesson). Any exception counts, ``SystemExit`` and a ``KeyboardInterrupt``
+raised by the plugin's own code included (a real Ctrl-C during loading still interrupts). Each
+failure is also passed, as one line (``plugin DIST (entry point NAME): import raised ...; skipped``),
+to :data:`on_plugin_error` when that is set: the command line sets it to print a warning, once.
+``XAIBENCH_LOAD_PLUGINS`` (allow list) and ``XAIBENCH_DISABLE_PLUGINS`` (block list) take
+comma-separated entry-point names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import os
+import re
+import signal
+import threading
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
@@ -54,6 +63,13 @@ KIND_BASES: dict[str, type[Component]] = {
 }
 
 C = TypeVar("C", bound=Component)
+
+# A component's name: it appears in options (``--explainer NAME``), selectors (``family:NAME``),
+# file names and tables, so it is a short plain word.
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+
+# Called with one line for each plugin that failed to load or register (see the module doc).
+on_plugin_error: Callable[[str], None] | None = None
 
 
 @dataclass
@@ -102,6 +118,7 @@ class Registry:
         self.plugins: dict[str, PluginStatus] = {}
         self._entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KIND_BASES}
         self._conflicts: dict[tuple[str, str], str] = {}
+        self._entry_points: set[str] = set()  # plugins loaded from an entry point, by name
         for module_name in DEFAULT_PLUGINS:
             self._load_module(module_name, module_name, ("xaibench", __version__), "built-in")
         if load_entry_points:
@@ -113,11 +130,12 @@ class Registry:
         status = PluginStatus(name=name, distribution=dist[0], version=dist[1], source=source)
         self.plugins[name] = status
         try:
-            module = importlib.import_module(module_name)
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
+            with _user_interrupts() as interrupted:
+                module = importlib.import_module(module_name)
+        except BaseException as exc:  # SystemExit, and the plugin's own KeyboardInterrupt too
+            if isinstance(exc, KeyboardInterrupt) and interrupted():
                 raise
-            status.ok, status.error = False, _one_line(exc)
+            self._failed(status, "import", exc)
             return
         self.add_plugin(module, name=name, distribution=dist, source=source)
 
@@ -132,12 +150,14 @@ class Registry:
             dist = (ep.dist.name, ep.dist.version) if ep.dist else ("unknown", "unknown")
             status = PluginStatus(name=ep.name, distribution=dist[0], version=dist[1], source=ep.value)
             self.plugins[ep.name] = status
+            self._entry_points.add(ep.name)
             try:
-                obj = ep.load()
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt):
+                with _user_interrupts() as interrupted:
+                    obj = ep.load()
+            except BaseException as exc:  # SystemExit, and the plugin's own KeyboardInterrupt too
+                if isinstance(exc, KeyboardInterrupt) and interrupted():
                     raise
-                status.ok, status.error = False, _one_line(exc)
+                self._failed(status, "import", exc)
                 continue
             self.add_plugin(obj, name=ep.name, distribution=dist, source=ep.value)
 
@@ -158,12 +178,16 @@ class Registry:
         status = self.plugins.get(name) or PluginStatus(name, dist[0], dist[1], source)
         self.plugins[name] = status
         try:
-            self.pm.register(plugin, name=name)
-            self.pm.check_pending()
-        except Exception as exc:  # noqa: BLE001 - isolate plugin and user code failures
-            status.ok, status.error = False, _one_line(exc)
-            if self.pm.is_registered(plugin):
-                self.pm.unregister(plugin)
+            with _user_interrupts() as interrupted:
+                self.pm.register(plugin, name=name)
+                self.pm.check_pending()
+        except BaseException as exc:  # isolate plugin and user code failures
+            if isinstance(exc, KeyboardInterrupt) and interrupted():
+                raise
+            with contextlib.suppress(Exception):
+                if self.pm.is_registered(plugin):
+                    self.pm.unregister(plugin)
+            self._failed(status, "registering it", exc)
             return status
         for hook_name, kind in hookspecs.HOOK_KINDS.items():
             caller = getattr(self.pm.hook, hook_name)
@@ -171,11 +195,32 @@ class Registry:
                 if impl.plugin_name != name:
                     continue
                 try:
-                    impl.function(register=self._registrar(kind, status, dist))
-                except Exception as exc:  # noqa: BLE001 - isolate plugin and user code failures
-                    status.ok = False
-                    status.error = f"{hook_name}: {_one_line(exc)}"
+                    with _user_interrupts() as interrupted:
+                        impl.function(register=self._registrar(kind, status, dist))
+                except BaseException as exc:  # SystemExit in a hook must not end the command
+                    if isinstance(exc, KeyboardInterrupt) and interrupted():
+                        raise
+                    self._failed(status, hook_name, exc)
         return status
+
+    def _failed(self, status: PluginStatus, stage: str, exc: BaseException) -> None:
+        """Record on ``status`` that ``stage`` (``import``, a hook's name) raised ``exc``, and pass
+        one line naming the plugin to :data:`on_plugin_error`."""
+        text = _one_line(exc)
+        status.ok = False
+        status.error = text if stage in ("import", "registering it") else f"{stage}: {text}"
+        where = (
+            f"plugin {status.distribution} (entry point {status.name})"
+            if status.name in self._entry_points
+            else f"plugin {status.name}"
+        )
+        # what skipping means: a failed import or registration loses the whole plugin; a failed
+        # hook, what that hook had not registered yet
+        outcome = "skipped" if stage in ("import", "registering it") else "the rest of that hook skipped"
+        what = f"{stage}: {_clean(str(exc))}" if isinstance(exc, XaibenchError) else f"{stage} raised {_raised(exc)}"
+        line = f"{_clean(where)}: {what}; {outcome}"
+        if on_plugin_error is not None:
+            on_plugin_error(line)
 
     def remove_plugin(self, name: str) -> None:
         """Unregister a plugin and every component it registered (test fixtures use this)."""
@@ -196,6 +241,13 @@ class Registry:
                 raise RegistrationError(f"{status.name}: {cls!r} is not a subclass of xaibench.api.{base.__name__}")
             if not cls.name:
                 raise RegistrationError(f"{status.name}: {cls.__name__} has no name")
+            if not isinstance(cls.name, str) or not NAME_PATTERN.fullmatch(cls.name):
+                raise RegistrationError(
+                    f"{status.name}: {kind} {cls.__name__} has the name {_shown(cls.name)}; a name is a string "
+                    "of up to 64 letters, digits, '_', '.' and '-' that starts with a letter"
+                )
+            if not isinstance(cls.version, str):
+                raise RegistrationError(f"{status.name}: {kind} {cls.name!r} has the version {_shown(cls.version)}")
             if kind == "metric":
                 _check_metric(cls, status.name)  # type: ignore[arg-type]
             info = ComponentInfo(
@@ -266,7 +318,67 @@ def _check_metric(cls: type[Metric], plugin: str) -> None:
 def _one_line(exc: BaseException) -> str:
     last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
-    return f"{type(exc).__name__}: {exc}{where}".replace("\n", " ")
+    return _clean(f"{type(exc).__name__}: {_text(exc, str)}{where}")
+
+
+def _raised(exc: BaseException) -> str:
+    """``SystemExit(7)``, ``ModuleNotFoundError("No module named 'x'")``: the exception, short."""
+    return _clean(_text(exc, repr))
+
+
+def _text(exc: BaseException, how: Callable[[BaseException], str]) -> str:
+    try:  # a hostile exception's __str__ may itself raise
+        return how(exc)
+    except BaseException:  # noqa: BLE001
+        return f"{type(exc).__name__}(<unprintable>)"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _clean(text: str, limit: int = 300) -> str:
+    """One line of at most ``limit`` characters, control characters escaped (plugin text reaches
+    the terminal)."""
+    text = _CONTROL.sub(lambda m: " " if m.group() in "\n\r\t" else f"\\x{ord(m.group()):02x}", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _shown(value: Any) -> str:
+    """``value`` as ``repr`` shows it, short, whatever its ``__repr__`` does."""
+    try:
+        return _clean(repr(value), 80)
+    except BaseException:  # noqa: BLE001
+        return f"<{type(value).__name__}>"
+
+
+@contextlib.contextmanager
+def _user_interrupts() -> Iterator[Callable[[], bool]]:
+    """Tell a real Ctrl-C (a ``SIGINT``) from a ``KeyboardInterrupt`` that plugin code raised
+    itself: yields a function that says whether a ``SIGINT`` arrived in the block. Outside the main
+    thread no handler can be set, and every ``KeyboardInterrupt`` counts as real."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: True
+        return
+    seen: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except (ValueError, OSError):
+        yield lambda: True
+        return
+    try:
+        yield lambda: bool(seen)
+    finally:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 _REGISTRY: Registry | None = None

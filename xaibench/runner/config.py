@@ -140,6 +140,23 @@ CLI = Spelling(
 )
 
 
+# The longest timeout: a year. Longer ones overflow the clocks they are given to (select, setitimer).
+MAX_TIMEOUT = 365 * 24 * 3600
+
+
+def _check_timeout(timeout: Any, spelling: Spelling) -> None:
+    """A timeout is seconds from 0 (no limit) to :data:`MAX_TIMEOUT`; ``None`` is no limit too.
+    ``inf`` and ``nan`` are refused (use 0 for no limit)."""
+    if timeout is None:
+        return
+    if not isinstance(timeout, bool) and isinstance(timeout, int | float) and 0 <= timeout <= MAX_TIMEOUT:
+        return
+    none = "" if spelling("timeout").startswith("-") else " or None"
+    raise XaibenchError(
+        f"{spelling.value('timeout', timeout)}: expected seconds from 0 to {MAX_TIMEOUT} (a year); 0{none} for no limit"
+    )
+
+
 def _positive(value: Any, argument: str, spelling: Spelling, *, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
@@ -316,10 +333,7 @@ def make_run_config(
         _positive(value, argument, spelling)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise XaibenchError(f"{spelling.value('seed', seed)}: expected an integer")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < float("inf")
-    ):
-        raise XaibenchError(f"{spelling.value('timeout', timeout)}: expected seconds >= 0, or None for no limit")
+    _check_timeout(timeout, spelling)
     if executor not in EXECUTORS:
         raise XaibenchError(f"{spelling.value('executor', executor)}: expected one of {', '.join(EXECUTORS)}")
     check_device(device, spelling)

@@ -15,6 +15,7 @@ writer may have appended since, so even writers that bypass the workdir lock nev
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import math
@@ -26,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from xaibench.errors import XaibenchError
+from xaibench.files import named
 
 LOCK_NAME = ".lock"
 
@@ -93,13 +95,23 @@ class RecordStore:
             needs_newline = size > 0 and not _ends_with_newline(fh, size)
             text = "".join(json.dumps(_clean(r), separators=(",", ":"), allow_nan=False) + "\n" for r in batch)
             data = (b"\n" if needs_newline else b"") + text.encode("utf-8")
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            try:  # unbuffered: nothing is left to flush (and so to write again) when the file closes
+                _write_all(fh.fileno(), data)
+                os.fsync(fh.fileno())
+            except OSError as exc:  # e.g. a full disk: drop the part written, keep the records before it
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fh.fileno(), size)
+                raise named(exc, self.path) from exc
             self._read_to = self._seen = size + len(data)
             self._torn_tail = False  # a torn last line is now a complete (skipped) line, counted once
         for r in batch:
             self.records[r["key"]] = r
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _ends_with_newline(fh: Any, size: int) -> bool:

@@ -241,10 +241,18 @@ class _Zygote:
         parent = os.getpid()
         sys.stdout.flush()
         sys.stderr.flush()
+        output, into = os.pipe()  # the zygote's and its workers' stdout and stderr (see OutputForwarder)
         pid = os.fork()
         if pid == 0:  # the zygote: never returns into the caller's code
             code = 0
             try:
+                os.close(output)
+                for fd in (1, 2):
+                    os.dup2(into, fd)  # inherited by every worker it forks
+                os.close(into)
+                # Python's own streams on those descriptors too, whatever the caller had put there
+                sys.stdout = open(1, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+                sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
                 self.control.close()
                 self.events.close()
                 _zygote_main(control, events, registry, threads, parent)
@@ -254,6 +262,8 @@ class _Zygote:
                 os._exit(code)
         control.close()
         events.close()
+        os.close(into)
+        self.output = OutputForwarder(output)
         self.pid = pid
         self.codes: dict[int, int] = {}
         self.models: set[str] = set()
@@ -324,6 +334,62 @@ class _Zygote:
             pass
         self.control.close()
         self.events.close()
+        self.output.join(1.0)  # the workers' last lines before the caller's next ones
+
+
+class OutputForwarder:
+    """Worker output reaches the terminal only through here: a thread reads what the zygote and
+    its workers write to their stdout and stderr (one pipe) and writes it to the runner's stderr a
+    line at a time, each line prefixed ``[worker] ``, control characters (terminal escape codes)
+    shown as ``\\xNN`` and at most ``LINE_LIMIT`` characters. So plugin code can neither clear
+    or redraw the terminal nor print a line that looks like xaibench's own (``error: ...``)."""
+
+    LINE_LIMIT = 2000
+    PREFIX = "[worker] "
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.thread = threading.Thread(target=self._run, name="xaibench-worker-output", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        pending = b""
+        try:
+            while True:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                *lines, pending = (pending + chunk).split(b"\n")
+                if len(pending) > self.LINE_LIMIT:  # no newline coming: show it in parts
+                    lines.append(pending)
+                    pending = b""
+                for line in lines:
+                    self._write(line)
+            if pending:
+                self._write(pending)
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+
+    def _write(self, raw: bytes) -> None:
+        text = escape_output(raw.decode("utf-8", "replace"), self.LINE_LIMIT)
+        with contextlib.suppress(Exception):  # a closed or replaced stderr must not end the thread early
+            sys.stderr.write(f"{self.PREFIX}{text}\n")
+            sys.stderr.flush()
+
+    def join(self, seconds: float) -> None:
+        self.thread.join(seconds)
+
+
+def escape_output(text: str, limit: int) -> str:
+    """``text`` with every control character (C0, DEL, C1; tabs too) as ``\\xNN``, cut at ``limit``."""
+    out = "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text.rstrip("\r"))
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 class _Spawner:

@@ -24,6 +24,8 @@ line naming the file and the key (``suite.toml: tracks[2].limit: ...``).
 
 from __future__ import annotations
 
+import inspect
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -167,6 +169,8 @@ def _track(path: Path, index: int, raw: Any, suite_dir: str) -> TrackSpec:
         )
     except XaibenchError as exc:
         raise _problem(path, where, str(exc)) from None
+    _check_signature(path, f"{where}.model_params", "model", spec.model, spec.model_params)
+    _check_signature(path, f"{where}.dataset_params", "dataset", spec.dataset, spec.dataset_params)
     return replace(
         spec,
         limit=limit,
@@ -176,6 +180,35 @@ def _track(path: Path, index: int, raw: Any, suite_dir: str) -> TrackSpec:
     )
 
 
+def _check_signature(path: Path, key: str, kind: str, name: str, params: Mapping[str, Any]) -> None:
+    """Parameter names the plugin's constructor does not take, or required ones missing: one line
+    naming the file and the key now, not a failed track later (the values are checked when the
+    track is loaded)."""
+    cls = get_registry().entry(kind, name).cls
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):  # no signature to check against
+        return
+    try:
+        signature.bind(**params)
+    except TypeError as exc:
+        accepted = [
+            p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        raise _problem(path, key, f"{kind} {name!r}: {exc}; its parameters: {', '.join(accepted) or 'none'}") from None
+
+
+_AT = re.compile(r"^(?P<text>.*) \(at line (?P<line>\d+), column (?P<column>\d+)\)$", re.S)
+
+
+def _toml_problem(path: Path, exc: tomllib.TOMLDecodeError) -> XaibenchError:
+    match = _AT.match(str(exc))
+    if match is None:
+        return _problem(path, "", f"invalid TOML ({exc})")
+    where = f"line {match['line']}, column {match['column']}"
+    return _problem(path, "", f"invalid TOML at {where}: {match['text']}")
+
+
 def load_suite_file(path: str | Path) -> SuiteFile:
     """Read and check the suite file ``path`` (see the module doc); the plugin and metric names
     are checked against the installed plugins, the parameters when each track is loaded."""
@@ -183,10 +216,19 @@ def load_suite_file(path: str | Path) -> SuiteFile:
     if not path.is_file():
         raise XaibenchError(f"--suite {path}: suite file not found" if not path.exists() else f"{path}: not a file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return _load(path, path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise _problem(path, "", f"not UTF-8 text ({exc.reason})") from None
+    except RecursionError:  # tomllib (and our walk over the values) recurse once per level
+        raise _problem(path, "", "nested too deeply") from None
+
+
+def _load(path: Path, text: str) -> SuiteFile:
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        raise _toml_problem(path, exc) from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise _problem(path, "", f"invalid TOML ({exc})") from None
     _unknown(path, "", data, TOP_KEYS)
     name = _string(path, "name", data.get("name")) or path.stem
