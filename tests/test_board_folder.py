@@ -211,3 +211,27 @@ def test_leaderboard_build_refuses_a_folder_of_other_files_and_replaces_its_own(
         assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["board", "mine", "subs"]
     assert (out / "leaderboard.csv").is_file() and (out / "site" / "index.html").is_file()
+
+
+def test_a_full_disk_while_publishing_names_the_file_and_keeps_the_old_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    subs = write_submissions(tmp_path / "subs")
+    out = tmp_path / "board"
+    publish_board_folder(build_leaderboard(subs), subs, out, with_site=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_write_text = Path.write_text
+
+    def full(self: Path, *args: object, **kwargs: object) -> int:
+        if self.name == "leaderboard.json":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write_text(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError) as info:
+        publish_board_folder(build_leaderboard(subs), subs, out, with_site=False)
+    assert (info.value.errno, info.value.filename) == (errno.ENOSPC, str(out / "leaderboard.json"))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["board", "subs"]  # no staging folder left

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xaibench.errors import XaibenchError
-from xaibench.files import is_leftover, make_staging_dir, remove_stale_siblings, replace_folder
+from xaibench.files import is_leftover, make_staging_dir, named, remove_stale_siblings, replace_folder
 from xaibench.plugins.manager import Registry
 from xaibench.publish.board import Leaderboard
 from xaibench.publish.writers import LEADERBOARD_FILES, leaderboard_texts
@@ -107,7 +107,10 @@ def publish_board_folder(
     staging = make_staging_dir(target)
     try:
         for name, text in leaderboard_texts(board).items():
-            (staging / name).write_text(text, encoding="utf-8")
+            try:
+                (staging / name).write_text(text, encoding="utf-8")
+            except OSError as exc:  # e.g. a full disk: name the file the user asked for
+                raise named(exc, board_dir / name) from None
         if site is not None and inside is not None:
             fill_site(staging / inside, *contents)
         replace_folder(staging, target)
