@@ -18,7 +18,7 @@ from _site_data import write_submissions
 from xaibench import files
 from xaibench.errors import XaibenchError
 from xaibench.publish.board import build_leaderboard
-from xaibench.publish.board_folder import publish_board_folder
+from xaibench.site.board_folder import publish_board_folder
 from xaibench.site.writer import MARKER
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ import sys, time
 from pathlib import Path
 from xaibench.plugins.manager import get_registry
 from xaibench.publish.board import build_leaderboard
-from xaibench.publish.board_folder import publish_board_folder
+from xaibench.site.board_folder import publish_board_folder
 from xaibench.publish.validation import require_valid, submission_files
 registry = get_registry()
 subs, out = Path(sys.argv[1]), Path(sys.argv[2])

@@ -1,4 +1,4 @@
-"""The metric selector language (xaibench/runner/metric_selection.py) and the time estimate
+"""The metric selector language (xaibench/suites/metric_selection.py) and the time estimate
 (xaibench/runner/estimate.py): unit tests with hand-written oracles."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from xaibench.api import ForwardCounter, GroundTruth, Metric, Sample, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry
 from xaibench.runner.estimate import EXPLANATION_COST, UNKNOWN_COST, duration, estimate, metric_cost
-from xaibench.runner.metric_selection import check_selectors, resolve_metrics, select_metrics, track_has_masks
 from xaibench.runner.run import Runner
 from xaibench.suites.adhoc import adhoc_track
+from xaibench.suites.metric_selection import check_selectors, resolve_metrics, select_metrics, track_has_masks
 
 ALIGNMENT_RANKING = ["iou", "mae", "mass_accuracy", "pointing_game"]
 DEFAULT_WITH_MASKS = [*ALIGNMENT_RANKING, "deletion", "insertion", "model_randomisation"]

@@ -18,7 +18,7 @@ import pytest
 import xaibench
 from tests.test_adhoc_tracks import make_folder, records
 from xaibench.errors import XaibenchError
-from xaibench.runner.metric_selection import select_metrics
+from xaibench.suites.metric_selection import select_metrics
 
 ALIGNMENT_RANKING = {"iou", "mae", "mass_accuracy", "pointing_game"}
 DEFAULT_WITHOUT_MASKS = {"deletion", "insertion", "model_randomisation"}

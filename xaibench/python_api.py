@@ -350,7 +350,7 @@ def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
 
         _writable_folder(subs, "submissions", spelling)
         if board_dir is not None:
-            from xaibench.publish.board_folder import check_board_dir
+            from xaibench.site.board_folder import check_board_dir
 
             _writable_folder(board_dir, "leaderboard_dir", spelling)
             check_board_dir(board_dir)  # replaced whole when published: refuse a folder of other files now
@@ -421,12 +421,12 @@ def publish_leaderboard(
 ) -> Published:
     """Validate every submission in ``submissions``, write the leaderboard files to ``board_dir``
     and, with ``with_site``, the static site (``site_dir``, default ``board_dir/site``), all
-    swapped in at once (:func:`xaibench.publish.board_folder.publish_board_folder`: a kill leaves
+    swapped in at once (:func:`xaibench.site.board_folder.publish_board_folder`: a kill leaves
     the old folder or the new one, never a mix; a folder of other files is refused). Nothing
     is printed; ``xaibench run`` and ``xaibench leaderboard build`` print from what it returns."""
     from xaibench.publish.board import build_leaderboard
-    from xaibench.publish.board_folder import publish_board_folder
     from xaibench.publish.validation import require_valid, submission_files
+    from xaibench.site.board_folder import publish_board_folder
 
     require_valid(submission_files([submissions]))
     board = build_leaderboard(submissions)

@@ -45,8 +45,8 @@ from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.publish.submission import load_submission
 from xaibench.runner.config import RunConfig, make_run_config
-from xaibench.runner.metric_selection import resolve_metrics
 from xaibench.runner.run import Runner, resolve_tracks
+from xaibench.suites.metric_selection import resolve_metrics
 from xaibench.version import __version__
 
 TOLERANCE = 1e-6

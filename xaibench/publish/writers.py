@@ -51,7 +51,7 @@ def leaderboard_texts(board: Leaderboard) -> dict[str, str]:
 
 def write_leaderboard(board: Leaderboard, out_dir: Path) -> list[Path]:
     """Write leaderboard.csv, leaderboard.json and leaderboard.md into ``out_dir`` (each
-    atomically, one after the other; :func:`xaibench.publish.board_folder.publish_board_folder`
+    atomically, one after the other; :func:`xaibench.site.board_folder.publish_board_folder`
     writes them and the site as one folder)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, text in leaderboard_texts(board).items():

@@ -33,13 +33,13 @@ from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
 from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
-from xaibench.runner.metric_selection import check_selectors, resolve_metrics, track_has_masks
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import RecordMaker, explainer_block, metric_block, runtime_key
 from xaibench.runner.store import RecordStore, WorkdirLock
 from xaibench.runner.track import TrackContext, load_track
 from xaibench.runner.workers import make_executor
 from xaibench.stats import summarise
+from xaibench.suites.metric_selection import check_selectors, resolve_metrics, track_has_masks
 from xaibench.version import __version__
 
 SUMMARY_SCHEMA = "xaibench.summary/1"

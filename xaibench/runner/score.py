@@ -20,8 +20,8 @@ from xaibench.imaging import resize_bilinear
 from xaibench.plugins.manager import Registry
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.guard import check_saliency
-from xaibench.runner.metric_selection import select_metrics
 from xaibench.runner.track import TrackContext, build_track
+from xaibench.suites.metric_selection import select_metrics
 
 # The runner's defaults (RunConfig.metric_batch, RunConfig.forward_batch): the same batches.
 METRIC_BATCH = 16

@@ -111,7 +111,7 @@ def adhoc_track(
     model's prediction, unless the dataset maps a sample onto a model class) or ``label``.
     ``name`` defaults to :func:`track_name`. The plugin names are checked here; the parameters
     when the track is loaded. The track's metrics are :data:`ADHOC_METRICS`: the ``default``
-    selection (xaibench/runner/metric_selection.py), which ``--metric`` overrides."""
+    selection (xaibench/suites/metric_selection.py), which ``--metric`` overrides."""
     if target not in TARGETS:
         raise XaibenchError(f"target {target!r}: expected one of {', '.join(TARGETS)}")
     model_name, model_kwargs = component_params("model", model, model_params)

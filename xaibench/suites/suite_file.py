@@ -35,8 +35,8 @@ from typing import Any
 from xaibench.api import TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import get_registry
-from xaibench.runner.metric_selection import check_selectors
 from xaibench.suites.adhoc import TARGETS, adhoc_track
+from xaibench.suites.metric_selection import check_selectors
 
 __all__ = ["SuiteFile", "is_suite_file", "load_suite_file"]
 

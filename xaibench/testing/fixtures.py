@@ -125,7 +125,7 @@ def suite_metrics(installed_registry: Registry) -> Callable[[str], dict[str, lis
     """``suite_metrics(suite) -> {track: [metric, ...]}``: per track of the suite, the metrics
     ``xaibench run --suite SUITE`` scores when no ``--metric`` is given (a metric with
     ``default = False`` is among them only where the suite names it)."""
-    from xaibench.runner.metric_selection import resolve_metrics
+    from xaibench.suites.metric_selection import resolve_metrics
 
     def metrics(suite: str) -> dict[str, list[str]]:
         tracks = installed_registry.create("suite", suite).tracks()
