@@ -449,12 +449,10 @@ class _Spawner:
 
     preloads = False
 
-    def __init__(self, method: str, threads: int, sandboxed: bool = False) -> None:
+    def __init__(self, method: str, threads: int) -> None:
         self.ctx = mp.get_context(method)
         self.threads = threads
-        self.sandboxed = sandboxed
         self.processes: dict[int, Any] = {}
-        self.scratches: dict[int, str] = {}  # each sandboxed worker's scratch folder, removed once it ended
         self.dead = False  # closed: its workers are not used again
 
     def preload(self, spec: ModelSpec) -> bool:
@@ -462,13 +460,10 @@ class _Spawner:
 
     def spawn(self) -> tuple[int, Connection, frozenset[str]]:
         here, there = self.ctx.Pipe()
-        scratch = _new_scratch() if self.sandboxed else None
-        process = self.ctx.Process(target=_worker_main, args=(there, None, self.threads, {}, (), scratch), daemon=True)
+        process = self.ctx.Process(target=_worker_main, args=(there, None, self.threads, {}, ()), daemon=True)
         process.start()
         there.close()
         self.processes[process.pid] = process
-        if scratch is not None:
-            self.scratches[process.pid] = scratch
         return process.pid, here, frozenset()
 
     def handles(self, pids: Sequence[int]) -> list[Any]:
@@ -484,7 +479,6 @@ class _Spawner:
         process.join(seconds)
         if process.exitcode is not None:
             self.processes.pop(pid, None)
-            _remove_scratch(self.scratches.pop(pid, None))
         return process.exitcode
 
     def exited(self, pid: int) -> bool:
@@ -495,7 +489,6 @@ class _Spawner:
         process = self.processes.pop(pid, None)
         if process is not None:
             process.join(EXIT_WAIT_SECONDS)
-        _remove_scratch(self.scratches.pop(pid, None))
 
     def close(self) -> None:
         self.dead = True
@@ -606,7 +599,7 @@ class LocalTransport:
         if self.start_method == "zygote":
             self.spawner = _Zygote(self.registry, self.threads, self.sandboxed)
         else:
-            self.spawner = _Spawner(self.start_method, self.threads, self.sandboxed)
+            self.spawner = _Spawner(self.start_method, self.threads)
         # Stops the workers when close() is not called: garbage collection or interpreter exit.
         self._finalizer = weakref.finalize(self, self.spawner.close)
         return self.spawner
@@ -667,7 +660,7 @@ class LocalExecutor(Scheduler):
     ) -> None:
         self.threads = max(1, int(threads))
         self.start_method = start_method or default_start_method()
-        self.sandbox = worker_sandbox()
+        self.sandbox = worker_sandbox(self.start_method)
         sandboxed = self.sandbox.startswith("landlock")
         if not sandboxed and not self.sandbox.startswith("off"):
             _say_once(f"warning: workers run without a sandbox ({self.sandbox})")
@@ -685,12 +678,18 @@ def _say_once(line: str) -> None:
         print(line, file=sys.stderr)
 
 
-def worker_sandbox() -> str:
-    """What confines local workers: ``"landlock ABI N"``, ``"off (XAIBENCH_SANDBOX=0)"``, or
-    ``"unavailable: <reason>"`` (:func:`~xaibench.runner.sandbox.sandbox_status`)."""
+def worker_sandbox(start_method: str = "zygote") -> str:
+    """What confines local workers started by ``start_method``: ``"landlock ABI N"``,
+    ``"off (XAIBENCH_SANDBOX=0)"``, or ``"unavailable: <reason>"``
+    (:func:`~xaibench.runner.sandbox.sandbox_status`). Only forked workers can be sandboxed: a
+    spawned one imports torch, which starts a thread, before it runs any code of ours, and Landlock
+    confines only the thread that enters it (and what that thread starts later)."""
     if not sandbox_enabled():
         return f"off ({OFF_VARIABLE}=0)"
-    return sandbox_status()
+    status = sandbox_status()
+    if status.startswith("landlock") and start_method != "zygote":
+        return f"unavailable: {start_method} workers run threads before they could enter Landlock"
+    return status
 
 
 def make_executor(
