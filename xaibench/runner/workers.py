@@ -83,6 +83,8 @@ EXIT_WAIT_SECONDS = 10.0
 # The exit status of a worker that could not enter its sandbox (it says why on stderr).
 SANDBOX_FAILED = 70
 PR_SET_CHILD_SUBREAPER = 36
+# How often the zygote looks for workers that ended (besides being woken by their sentinels).
+REAP_SECONDS = 0.5
 
 
 def default_start_method() -> str:
@@ -234,16 +236,18 @@ def _zygote_main(
     scratches: dict[int, str] = {}
     try:
         while True:
-            sentinels = {p.sentinel: p for p in children.values()}
-            for ready in wait([control, *sentinels]):
-                if ready is not control:
-                    process = sentinels[ready]
-                    process.join()
-                    children.pop(process.pid, None)
-                    _kill_orphans(children)
-                    _remove_scratch(scratches.pop(process.pid, None))
-                    events.send(("exit", process.pid, process.exitcode))
-                    continue
+            # A worker's sentinel closes only when every process holding it has ended (a daemon it
+            # forked holds it too), so exits are also polled, every REAP_SECONDS.
+            ready = wait([control, *(p.sentinel for p in children.values())], timeout=REAP_SECONDS)
+            ended = [p for p in children.values() if p.exitcode is not None]
+            for process in ended:
+                children.pop(process.pid)
+            if ended:
+                _kill_orphans(children)
+            for process in ended:
+                _remove_scratch(scratches.pop(process.pid, None))
+                events.send(("exit", process.pid, process.exitcode))
+            if control in ready:
                 try:
                     message = control.recv()
                 except (EOFError, OSError):
@@ -276,9 +280,7 @@ def _zygote_main(
     finally:
         for process in children.values():
             _kill_group(process.pid)
-        for process in children.values():
-            process.join(EXIT_WAIT_SECONDS)
-        _kill_orphans({})
+        _kill_orphans({})  # the workers too: killed and reaped
         for scratch in scratches.values():
             _remove_scratch(scratch)
 
