@@ -35,9 +35,19 @@ parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, w
 - **Answers are data.** A worker's reply is pickled bytes, which the scheduler unpickles with a
   restricted unpickler that builds only Python's plain types and numpy arrays and scalars, so a
   hostile worker cannot run code in the runner's process through its reply.
+- **Sandboxed.** A forked worker enters a Landlock sandbox (:mod:`xaibench.runner.sandbox`)
+  before it runs plugin code: it writes only its own scratch folder (its ``TMPDIR``, made by the
+  zygote and removed when the worker ends) and a few devices, opens no TCP connection, and
+  cannot signal the runner, the zygote or other workers. On by default where the kernel offers
+  Landlock; ``XAIBENCH_SANDBOX=0`` turns it off; :attr:`LocalExecutor.sandbox` says which, and a
+  missing sandbox is said in one line on stderr. Spawned workers are not sandboxed (they run
+  threads before any code of ours, and Landlock confines one thread).
 - **No orphans.** Workers are killed with their parent (``PR_SET_PDEATHSIG`` on Linux), on
   :meth:`LocalExecutor.close`, when the executor is garbage-collected and at interpreter exit
   (``weakref.finalize``); the zygote reaps every worker it forked, the runner reaps the zygote.
+  The zygote is a subreaper (``PR_SET_CHILD_SUBREAPER``): what a worker started and left behind,
+  a daemon that called ``setsid`` included, becomes the zygote's child, which kills it when a
+  worker ends and when the zygote stops.
 """
 
 from __future__ import annotations
