@@ -35,9 +35,19 @@ parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, w
 - **Answers are data.** A worker's reply is pickled bytes, which the scheduler unpickles with a
   restricted unpickler that builds only Python's plain types and numpy arrays and scalars, so a
   hostile worker cannot run code in the runner's process through its reply.
+- **Sandboxed.** A forked worker enters a Landlock sandbox (:mod:`xaibench.runner.sandbox`)
+  before it runs plugin code: it writes only its own scratch folder (its ``TMPDIR``, made by the
+  zygote and removed when the worker ends) and a few devices, opens no TCP connection, and
+  cannot signal the runner, the zygote or other workers. On by default where the kernel offers
+  Landlock; ``XAIBENCH_SANDBOX=0`` turns it off; :attr:`LocalExecutor.sandbox` says which, and a
+  missing sandbox is said in one line on stderr. Spawned workers are not sandboxed (they run
+  threads before any code of ours, and Landlock confines one thread).
 - **No orphans.** Workers are killed with their parent (``PR_SET_PDEATHSIG`` on Linux), on
   :meth:`LocalExecutor.close`, when the executor is garbage-collected and at interpreter exit
   (``weakref.finalize``); the zygote reaps every worker it forked, the runner reaps the zygote.
+  The zygote is a subreaper (``PR_SET_CHILD_SUBREAPER``): what a worker started and left behind,
+  a daemon that called ``setsid`` included, becomes the zygote's child, which kills it when a
+  worker ends and when the zygote stops.
 """
 
 from __future__ import annotations
@@ -47,8 +57,10 @@ import ctypes
 import multiprocessing as mp
 import os
 import pickle
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -56,11 +68,21 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import recv_handle, send_handle
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from xaibench.runner.executors import EXECUTORS, Executor, InProcessExecutor, ModelSpec, WorkerState, plain_reply
+from xaibench.runner.sandbox import (
+    OFF_VARIABLE,
+    SandboxError,
+    enter_sandbox,
+    sandbox_enabled,
+    sandbox_status,
+    silence_inherited_files,
+    worker_writable,
+)
 from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
 
 # Idle workers kept for explainers that are not running now (they serve their explainer again on
@@ -68,6 +90,11 @@ from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot,
 PARKED = 8
 # How long to wait for the exit status of a worker that closed its pipe or was killed.
 EXIT_WAIT_SECONDS = 10.0
+# The exit status of a worker that could not enter its sandbox (it says why on stderr).
+SANDBOX_FAILED = 70
+PR_SET_CHILD_SUBREAPER = 36
+# How often the zygote looks for workers that ended (besides being woken by their sentinels).
+REAP_SECONDS = 0.5
 
 
 def default_start_method() -> str:
@@ -100,14 +127,41 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
+def _enter_sandbox(scratch: str, conn: Connection) -> None:
+    """Sandbox this worker (:mod:`xaibench.runner.sandbox`): it writes only to ``scratch`` (also its
+    ``TMPDIR``) and the few devices of :func:`~xaibench.runner.sandbox.worker_writable`, connects
+    nowhere over TCP and signals no process outside itself; writable files it inherited are
+    pointed at ``/dev/null``. A worker that cannot enter it says why and exits (status 70)."""
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = scratch
+    try:
+        silence_inherited_files(keep=[conn.fileno()])
+        enter_sandbox(worker_writable(Path(scratch)), tcp_ports=())
+    except (SandboxError, OSError) as exc:
+        with contextlib.suppress(Exception):
+            print(
+                f"xaibench worker: cannot enter the sandbox: {exc} (set {OFF_VARIABLE}=0 to run without)",
+                file=sys.stderr,
+            )
+            sys.stderr.flush()
+        os._exit(SANDBOX_FAILED)
+
+
 def _send(conn: Connection, message: Any) -> None:
     conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _worker_main(
-    conn: Connection, registry: Any, threads: int, models: dict[str, Any], close: Sequence[Connection]
+    conn: Connection,
+    registry: Any,
+    threads: int,
+    models: dict[str, Any],
+    close: Sequence[Connection],
+    scratch: str | None = None,
 ) -> None:
     """A worker process: answers ``("task", ExplainTask)`` and ``("describe", ExplainerSpec)``.
+    With a ``scratch`` folder, it enters the sandbox (:func:`_enter_sandbox`) before any plugin
+    code runs (plugin modules imported by a spawned worker excepted).
 
     The tasks run in a thread started here, not in the main thread: GNU OpenMP keeps its thread
     pool per thread, and a forked process's main thread holds a copy of its parent's pool whose
@@ -123,6 +177,8 @@ def _worker_main(
         from xaibench.plugins.manager import get_registry
 
         registry = get_registry()
+    if scratch is not None:
+        _enter_sandbox(scratch, conn)
     state = WorkerState(registry=registry, threads=threads, models=dict(models))
     ended: list[BaseException] = []
 
@@ -168,25 +224,40 @@ def _serve(conn: Connection, state: WorkerState) -> None:
             _send(conn, ("done", None, f"explainer output cannot be sent: {type(exc).__name__}: {text}"[:300], False))
 
 
-def _zygote_main(control: Connection, events: Connection, registry: Any, threads: int, parent: int) -> None:
+def _zygote_main(
+    control: Connection, events: Connection, registry: Any, threads: int, parent: int, sandboxed: bool = False
+) -> None:
     """The zygote's loop: build models on request (``preload``), fork workers (``spawn``), report
-    every worker's exit status on ``events``, and on ``stop`` (or the runner's end) kill them all."""
+    every worker's exit status on ``events``, and on ``stop`` (or the runner's end) kill them all.
+
+    It is the subreaper of its workers' descendants: a process a worker started and left (a
+    daemon, even one that called ``setsid`` and so left the worker's process group) becomes the
+    zygote's child when its parent ends, and is killed when any worker ends and when the zygote
+    stops (:func:`_kill_orphans`). With ``sandboxed``, each worker gets a scratch folder of its
+    own, removed when it ends, and enters the sandbox in it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent)
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     torch.set_num_threads(1)  # never a multi-threaded OpenMP region here (see the module doc)
     ctx = mp.get_context("fork")
     models = WorkerState(registry=registry, threads=1)
     children: dict[int, Any] = {}
+    scratches: dict[int, str] = {}
     try:
         while True:
-            sentinels = {p.sentinel: p for p in children.values()}
-            for ready in wait([control, *sentinels]):
-                if ready is not control:
-                    process = sentinels[ready]
-                    process.join()
-                    children.pop(process.pid, None)
-                    events.send(("exit", process.pid, process.exitcode))
-                    continue
+            # A worker's sentinel closes only when every process holding it has ended (a daemon it
+            # forked holds it too), so exits are also polled, every REAP_SECONDS.
+            ready = wait([control, *(p.sentinel for p in children.values())], timeout=REAP_SECONDS)
+            ended = [p for p in children.values() if p.exitcode is not None]
+            for process in ended:
+                children.pop(process.pid)
+            if ended:
+                _kill_orphans(children)
+            for process in ended:
+                _remove_scratch(scratches.pop(process.pid, None))
+                events.send(("exit", process.pid, process.exitcode))
+            if control in ready:
                 try:
                     message = control.recv()
                 except (EOFError, OSError):
@@ -200,14 +271,17 @@ def _zygote_main(control: Connection, events: Connection, registry: Any, threads
                         control.send(("preloaded", f"{type(exc).__name__}: {exc}"))
                 elif message[0] == "spawn":
                     here, there = ctx.Pipe()
+                    scratch = _new_scratch() if sandboxed else None
                     process = ctx.Process(
                         target=_worker_main,
-                        args=(there, registry, threads, models.models, (control, events, here)),
+                        args=(there, registry, threads, models.models, (control, events, here), scratch),
                         daemon=True,
                     )
                     process.start()
                     there.close()
                     children[process.pid] = process
+                    if scratch is not None:
+                        scratches[process.pid] = scratch
                     control.send(("spawned", process.pid))
                     send_handle(control, here.fileno(), parent)
                     here.close()
@@ -216,8 +290,64 @@ def _zygote_main(control: Connection, events: Connection, registry: Any, threads
     finally:
         for process in children.values():
             _kill_group(process.pid)
-        for process in children.values():
-            process.join(EXIT_WAIT_SECONDS)
+        _kill_orphans({})  # the workers too: killed and reaped
+        for scratch in scratches.values():
+            _remove_scratch(scratch)
+
+
+def _new_scratch() -> str:
+    """A fresh scratch folder for one worker (in the runner's temporary folder)."""
+    return tempfile.mkdtemp(prefix="xaibench-worker-")
+
+
+def _remove_scratch(scratch: str | None) -> None:
+    """Remove a worker's scratch folder, whatever permissions it left on what it made there."""
+    if scratch is None:
+        return
+
+    def unlock(function: Any, path: str, exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            function(path)
+
+    with contextlib.suppress(OSError):
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(scratch, onexc=unlock)
+        else:
+            shutil.rmtree(scratch, onerror=unlock)
+
+
+def _children() -> list[int]:
+    """The processes whose parent is this one (zombies included), from ``/proc``."""
+    me, found = os.getpid(), []
+    with contextlib.suppress(OSError), os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit():
+                try:
+                    with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                        stat = fh.read()
+                except OSError:
+                    continue
+                if int(stat.rsplit(b")", 1)[1].split()[1]) == me:
+                    found.append(int(entry.name))
+    return found
+
+
+def _kill_orphans(workers: Collection[int], rounds: int = 100) -> None:
+    """SIGKILL and reap every child of this process that is not one of ``workers``: the zygote is
+    a subreaper, so these are processes that workers started and left behind. Repeated, since an
+    orphan's own children become ours when it dies."""
+    for _ in range(rounds):
+        orphans = [pid for pid in _children() if pid not in workers]
+        if not orphans:
+            return
+        for pid in orphans:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in orphans:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
 
 
 def _kill_group(pid: int) -> None:
@@ -235,7 +365,7 @@ class _Zygote:
 
     preloads = True
 
-    def __init__(self, registry: Any, threads: int) -> None:
+    def __init__(self, registry: Any, threads: int, sandboxed: bool = False) -> None:
         self.control, control = mp.Pipe()
         self.events, events = mp.Pipe(duplex=False)
         parent = os.getpid()
@@ -255,7 +385,7 @@ class _Zygote:
                 sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
                 self.control.close()
                 self.events.close()
-                _zygote_main(control, events, registry, threads, parent)
+                _zygote_main(control, events, registry, threads, parent, sandboxed)
             except BaseException:  # noqa: BLE001 - report and leave
                 code = 1
             finally:
@@ -531,12 +661,13 @@ class LocalTransport:
     park_limit = PARKED
     poll_seconds = 1.0  # (an exit wakes the wait too, through the zygote's events)
 
-    def __init__(self, registry: Any, *, threads: int, start_method: str) -> None:
+    def __init__(self, registry: Any, *, threads: int, start_method: str, sandboxed: bool = False) -> None:
         if start_method not in ("zygote", "spawn", "forkserver"):
             raise ValueError(f"unknown start method {start_method!r}")
         self.registry = registry
         self.threads = threads
         self.start_method = start_method
+        self.sandboxed = sandboxed
         self.spawner: _Zygote | _Spawner | None = None
         self._finalizer: weakref.finalize | None = None
 
@@ -544,7 +675,7 @@ class LocalTransport:
         if self._finalizer is not None:
             self._finalizer()
         if self.start_method == "zygote":
-            self.spawner = _Zygote(self.registry, self.threads)
+            self.spawner = _Zygote(self.registry, self.threads, self.sandboxed)
         else:
             self.spawner = _Spawner(self.start_method, self.threads)
         # Stops the workers when close() is not called: garbage collection or interpreter exit.
@@ -597,7 +728,9 @@ class LocalExecutor(Scheduler):
     """A pool of ``workers`` worker processes on this machine; see the module doc.
 
     The zygote (Linux) is forked at construction: build the executor before the runner's own
-    torch work. ``close`` kills every worker; a later ``run`` starts them again.
+    torch work. ``close`` kills every worker; a later ``run`` starts them again. Workers are
+    sandboxed where Landlock is available, unless ``XAIBENCH_SANDBOX=0``; ``sandbox`` says which
+    (:func:`worker_sandbox`), and a missing sandbox is said once on stderr.
     """
 
     def __init__(
@@ -605,8 +738,36 @@ class LocalExecutor(Scheduler):
     ) -> None:
         self.threads = max(1, int(threads))
         self.start_method = start_method or default_start_method()
-        transport = LocalTransport(registry, threads=self.threads, start_method=self.start_method)
+        self.sandbox = worker_sandbox(self.start_method)
+        sandboxed = self.sandbox.startswith("landlock")
+        if not sandboxed and not self.sandbox.startswith("off"):
+            _say_once(f"warning: workers run without a sandbox ({self.sandbox})")
+        transport = LocalTransport(registry, threads=self.threads, start_method=self.start_method, sandboxed=sandboxed)
         super().__init__(transport, workers)
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    """Print ``line`` on stderr, once per process."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
+
+
+def worker_sandbox(start_method: str = "zygote") -> str:
+    """What confines local workers started by ``start_method``: ``"landlock ABI N"``,
+    ``"off (XAIBENCH_SANDBOX=0)"``, or ``"unavailable: <reason>"``
+    (:func:`~xaibench.runner.sandbox.sandbox_status`). Only forked workers can be sandboxed: a
+    spawned one imports torch, which starts a thread, before it runs any code of ours, and Landlock
+    confines only the thread that enters it (and what that thread starts later)."""
+    if not sandbox_enabled():
+        return f"off ({OFF_VARIABLE}=0)"
+    status = sandbox_status()
+    if status.startswith("landlock") and start_method != "zygote":
+        return f"unavailable: {start_method} workers run threads before they could enter Landlock"
+    return status
 
 
 def make_executor(
