@@ -156,7 +156,7 @@ def shade(i: int, c: int, target: int) -> Sample:
 
 
 def test_build_track_records_the_check_in_the_provenance() -> None:
-    spec = TrackSpec(name="shades", dataset="shades", model="shade")
+    spec = TrackSpec(name="shades", dataset="shades", model="shade", target="label")
     # K = 5, chance 0.2: the model sees shade c and says c; the targets are right on 9 of 10
     right = [shade(i, i % 5, i % 5) for i in range(9)] + [shade(9, 1, 3)]
     track = build_track(spec, Shades(), ShadeModel(5), right)  # type: ignore[arg-type]
