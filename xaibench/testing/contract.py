@@ -26,7 +26,6 @@ Each raises ``AssertionError`` naming the component and what it broke.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import subprocess
@@ -111,14 +110,11 @@ print("xaibench-model", model.identity, weights_digest(model.module))
 
 
 def weights_digest(module: torch.nn.Module) -> str:
-    """Hex SHA-256 over a module's state dict (sorted names, dtypes, shapes and raw bytes)."""
-    h = hashlib.sha256()
-    for key, tensor in sorted(module.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        h.update(f"{key}|{t.dtype}|{tuple(t.shape)}\0".encode())
-        if t.numel():
-            h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
+    """Hex SHA-256 over a module's state dict (sorted names, dtypes, shapes and raw bytes): the
+    digest timm model identities are made of (:func:`xaibench.models.timm_model.state_dict_digest`)."""
+    from xaibench.models.timm_model import state_dict_digest
+
+    return state_dict_digest(module)
 
 
 def _build(make: Callable[[], Model], global_seed: int) -> Model:
