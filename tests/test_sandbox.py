@@ -186,15 +186,25 @@ def test_a_process_with_threads_is_refused() -> None:
 
 @linux_only
 def test_inherited_writable_files_are_pointed_at_dev_null(tmp_path: Path) -> None:
+    """In a forked child, as a worker would (in pytest's own process it would also silence
+    pytest's capture and log files)."""
     log = (tmp_path / "log").open("a")
     readonly = (tmp_path / "log").open("r")
     r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only when every check holds
+        ok = False
+        try:
+            changed = silence_inherited_files(keep=[])
+            ok = log.fileno() in changed and readonly.fileno() not in changed and w not in changed
+            log.write("forged\n")
+            log.flush()
+            os.write(w, b"pipes still work")
+        finally:
+            os._exit(0 if ok else 1)
     try:
-        changed = silence_inherited_files(keep=[])
-        assert log.fileno() in changed and readonly.fileno() not in changed and w not in changed
-        log.write("forged\n")
-        log.flush()
-        os.write(w, b"pipes still work")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
         assert os.read(r, 100) == b"pipes still work"
         assert (tmp_path / "log").read_text() == ""
     finally:
