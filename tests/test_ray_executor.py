@@ -300,7 +300,7 @@ def test_a_reply_that_is_not_plain_data_runs_no_code_in_the_runner(track: Any, r
     out = _explain(track, "xbt-evil-reply", ray_executor)
     assert not out.values and not marker.exists()
     (reason,) = set(out.failures.values())
-    assert reason == "explainer output cannot be sent: WireError: a reply may not contain a Opens"
+    assert reason == "explainer output cannot be sent: WireError: a reply may not contain an object of type Opens"
 
 
 @needs_ray

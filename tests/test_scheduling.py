@@ -30,8 +30,8 @@ from xaibench.runner.executors import ExplainerSpec, ExplainTask, InProcessExecu
 from xaibench.runner.explain import track_model_spec
 from xaibench.runner.scheduling import Died, Event, Job, Ready, Reply, Scheduler, WorkerGone
 from xaibench.runner.track import load_track
-from xaibench.runner.workers import LocalExecutor
 from xaibench.runner.wire import encode
+from xaibench.runner.workers import LocalExecutor
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 BAD = "shapes-test-0001"  # the sample the misbehaving explainers fail on
