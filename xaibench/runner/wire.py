@@ -117,7 +117,7 @@ class _Encoder:
                 return {"$pairs": [[self.value(k, depth + 2), self.value(v, depth + 2)] for k, v in value.items()]}
             plain = {k: self.value(v, depth + 1) for k, v in value.items()}
             return {"$dict": plain} if len(plain) == 1 and next(iter(plain)).startswith("$") else plain
-        raise WireError(f"a reply may not contain an object of type {type(value).__qualname__}")
+        raise WireError(f"a reply may not contain an object of type {type(value).__name__}")
 
 
 def encode(message: Any) -> bytes:
