@@ -30,6 +30,7 @@ from xaibench.runner.executors import ExplainerSpec, ExplainTask, InProcessExecu
 from xaibench.runner.explain import track_model_spec
 from xaibench.runner.scheduling import Died, Event, Job, Ready, Reply, Scheduler, WorkerGone
 from xaibench.runner.track import load_track
+from xaibench.runner.wire import encode
 from xaibench.runner.workers import LocalExecutor
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -306,7 +307,7 @@ class Script:
 
 
 def done(value: Any = 1.0, after: float = 1.0) -> Script:
-    return Script([(after, Reply(pickle.dumps(("done", [value], None, False))))])
+    return Script([(after, Reply(encode(("done", [value], None, False))))])
 
 
 class FakeSlot:
@@ -494,17 +495,16 @@ def test_replies_that_break_the_rules_fail_the_job_and_replace_the_worker(clock:
     transport = FakeTransport(clock)
     scheduler = Scheduler(transport, 1, clock=clock)
     replies = [
-        pickle.dumps(("done", [Evil()], None, False)),
-        pickle.dumps(("what", 1)),
-        pickle.dumps(("described", ("ok", {}))),  # a description's answer to a task
+        pickle.dumps(("done", [Evil()], None, False)),  # a pickle is not a reply: never loaded
+        encode(("what", 1)),
+        encode(("described", ("ok", {}))),  # a description's answer to a task
         "not bytes",
-        pickle.dumps(("done", 5, None, False)),  # outputs that are not a list: the worker is kept
+        encode(("done", 5, None, False)),  # outputs that are not a list: the worker is kept
     ]
     jobs = [_job(Script([(1.0, Reply(data))])) for data in replies]
     answers = list(scheduler.execute(jobs))
-    system = f"{os.system.__module__}.system"
     assert [a.error for a in answers] == [
-        f"worker sent a reply that is not allowed: a worker's reply may not contain {system}",
+        "worker sent a reply that is not allowed: a reply must start with the reply format's magic bytes",
         "worker sent a reply that does not follow the protocol",
         "worker sent a reply that does not follow the protocol",
         "worker sent a reply that is not allowed: a worker's reply must be bytes",
@@ -518,8 +518,8 @@ def test_a_worker_reports_when_the_call_starts(clock: Clock) -> None:
     clock; a "ready" that comes in the call phase breaks the protocol."""
     transport = FakeTransport(clock)
     scheduler = Scheduler(transport, 1, clock=clock)
-    ready = Reply(pickle.dumps(("ready",)))
-    answer = Reply(pickle.dumps(("done", [1.0], None, False)))
+    ready = Reply(encode(("ready",)))
+    answer = Reply(encode(("done", [1.0], None, False)))
     in_time = _job(Script([(100.0, ready), (101.0, answer)], phase="setup"), call=2.0)
     twice = _job(Script([(1.0, ready), (1.5, ready)], phase="setup"), call=2.0)
     answers = list(scheduler.execute([in_time, twice]))

@@ -39,8 +39,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import io
-import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,6 +50,7 @@ from xaibench.api import ExplainContext, Explainer, Model, Sample
 from xaibench.errors import XaibenchError
 from xaibench.params import check_params, resolve_params
 from xaibench.randomisation import Randomisation, randomised_model
+from xaibench.runner import wire
 from xaibench.runner.guard import ExplainerTimeout, call_with_limit
 from xaibench.seeds import derive_seed
 
@@ -455,26 +454,9 @@ def explainer_handles(
     return handles
 
 
-# Globals a worker's reply may name: numpy's array and scalar reconstruction, nothing else.
-_MULTIARRAY = ("numpy.core.multiarray", "numpy._core.multiarray")
-_SAFE_GLOBALS = {(module, name) for module in _MULTIARRAY for name in ("_reconstruct", "scalar")} | {
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"),
-}
-
-
-class _ReplyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"a worker's reply may not contain {module}.{name}")
-
-
 def plain_reply(value: Any, depth: int = 0) -> Any:
-    """A worker's answer as :func:`load_reply` accepts it: tensors as numpy arrays, containers
-    rebuilt as dicts and lists (nesting deeper than 5 is left as it is)."""
+    """A worker's answer as :func:`xaibench.runner.wire.encode` takes it: tensors as numpy arrays,
+    containers rebuilt as dicts and lists (nesting deeper than 5 is left as it is)."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     if depth > 4:
@@ -486,9 +468,15 @@ def plain_reply(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def load_reply(data: Any) -> Any:
-    """A worker's reply (pickled bytes), built from plain types and numpy arrays only: a reply
-    cannot make the runner's process run code (local worker processes and Ray actors alike)."""
-    if not isinstance(data, bytes):
-        raise pickle.UnpicklingError("a worker's reply must be bytes")
-    return _ReplyUnpickler(io.BytesIO(data)).load()
+def encode_reply(message: tuple[Any, ...]) -> bytes:
+    """A worker's reply (``("ready",)``, ``("done", outputs, error, timed_out)``, ``("described",
+    description)``) as bytes of :mod:`xaibench.runner.wire`. One that cannot be encoded (an output
+    or parameter the format does not hold) becomes its job's failure: ``"explainer output cannot
+    be sent: <why>"`` (``"explainer parameters ..."`` for a description)."""
+    try:
+        return wire.encode(message)
+    except Exception as exc:  # noqa: BLE001 - whatever plugin objects raise while being read
+        what = "parameters" if message[0] == "described" else "output"
+        reason = f"explainer {what} cannot be sent: {type(exc).__name__}: {_first_line(exc)}"[:300]
+        fallback = ("described", ("failed", reason)) if what == "parameters" else ("done", None, reason, False)
+        return wire.encode(fallback)

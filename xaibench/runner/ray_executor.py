@@ -26,11 +26,12 @@ below). What the transport adds:
   where a local worker is forked.) A new actor that does not start within ``START_SECONDS``,
   or three dying in a row while starting, stop the run with one line.
 - **Constructors run on the actors** (:meth:`RayExecutor.describe`), never in the driver.
-- **Answers are data.** An actor returns its outcome as pickled bytes that the driver loads with
-  a restricted unpickler (numpy arrays and plain Python types only). This stops an explainer's
-  return value from running code in the driver. It does not stop plugin code that subverts the
-  Ray worker process itself (Ray's own messages are unpickled by the driver): for untrusted
-  plugins, prefer ``--executor local``.
+- **Answers are data.** An actor returns its outcome as bytes of :mod:`xaibench.runner.wire` (a
+  JSON header and raw numpy arrays, no pickle) that the driver decodes within the job's limit.
+  This stops an explainer's return value from running code in the driver or expanding there.
+  It does not stop plugin code that subverts the Ray worker process itself (Ray's own messages
+  are unpickled by the driver, and Ray reads a whole reply before the driver checks its size):
+  for untrusted plugins, prefer ``--executor local``.
 
 Without ``address`` a local Ray instance starts (``num_cpus = workers x threads``, no dashboard,
 workers at normal priority rather than Ray's nice 15, Ray's own and the actors' logs kept in
@@ -47,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import pickle
 import re
 import signal
 from collections.abc import Collection, Sequence
@@ -60,6 +60,7 @@ from xaibench.runner.executors import (
     ExplainOutcome,
     ExplainTask,
     WorkerState,
+    encode_reply,
     failure_reason,
     plain_reply,
     spec_key,
@@ -85,13 +86,6 @@ def import_ray() -> Any:
 # ---------------------------------------------------------------------------------------- actor side
 
 
-def _dumps(message: Any, fallback: Any) -> bytes:
-    try:
-        return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - e.g. an output object that cannot be pickled
-        return pickle.dumps(fallback, protocol=pickle.HIGHEST_PROTOCOL)
-
-
 class RayWorker:
     """The actor: one worker process's :class:`WorkerState`, built once and kept across tasks."""
 
@@ -115,12 +109,10 @@ class RayWorker:
             outcome = self.state.run(task)
         except KeyboardInterrupt as exc:  # raised by plugin code; SystemExit ends the actor
             outcome = ExplainOutcome(error=failure_reason(exc))
-        message = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out)
-        return _dumps(message, ("done", None, "explainer output cannot be sent to the runner", False))
+        return encode_reply(("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out))
 
     def describe(self, spec: ExplainerSpec) -> bytes:
-        message = ("described", self.state.describe(spec))
-        return _dumps(message, ("described", ("failed", "explainer parameters cannot be sent to the runner")))
+        return encode_reply(("described", self.state.describe(spec)))
 
 
 # ---------------------------------------------------------------------------------------- driver side

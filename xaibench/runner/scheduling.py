@@ -28,9 +28,10 @@ the same records, failures and n/a reasons:
 - **A worker that dies** fails its job with the reason the transport gives (``"worker exited with
   status 3"``) and is replaced. A description that fails gives ``("failed", "explainer
   constructor: <reason>")``.
-- **Answers are data.** A reply is unpickled by
-  :func:`~xaibench.runner.executors.load_reply` (plain types and numpy arrays only) and must
-  follow the protocol; otherwise the job fails with the reason and the worker is replaced.
+- **Answers are data.** A reply is bytes of the format of :mod:`xaibench.runner.wire` (JSON and
+  raw numpy arrays, no pickle), decoded by :func:`~xaibench.runner.wire.decode` within the
+  job's limit (:func:`reply_limit`), and must follow the protocol; otherwise the job fails with
+  the reason and the worker is replaced.
 - **Starting.** A transport whose workers start asynchronously (``start_seconds`` set) reports
   each start; a start that takes longer, or ``START_FAILURES`` workers dying in a row while
   starting, stops the run with the transport's :meth:`Transport.start_error`.
@@ -47,13 +48,19 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from xaibench.runner.executors import Description, ExplainerSpec, ExplainOutcome, ExplainTask, load_reply
+from xaibench.runner.executors import Description, ExplainerSpec, ExplainOutcome, ExplainTask
+from xaibench.runner.wire import MAX_ARRAY_BYTES, decode
 
 # Seconds allowed to build a model and an explainer in a worker, at least (the explainer call
 # itself gets the task's timeout). None when the run has no timeout.
 SETUP_SECONDS = 120.0
 # Workers that die while starting, in a row, before the run stops.
 START_FAILURES = 3
+# Bytes of arrays a reply may hold with no task to size it by (a "ready", a description).
+SMALL_REPLY_BYTES = 1 << 20
+# Bytes per input pixel a task's reply may hold in arrays: a map per sample of up to 4 channels
+# of 8-byte numbers (the kit's check wants one channel; the rest is room for it to say why).
+REPLY_BYTES_PER_PIXEL = 4 * 8
 
 # ---------------------------------------------------------------------------------------- jobs
 
@@ -94,6 +101,18 @@ def failure(job: Job, reason: str, *, timed_out: bool = False) -> Any:
     return ExplainOutcome(error=reason, timed_out=timed_out)
 
 
+def reply_limit(job: Job | None) -> int:
+    """The bytes of arrays a reply to ``job`` may hold: for a task of ``B`` inputs of ``S x S``
+    pixels, ``B x S x S x REPLY_BYTES_PER_PIXEL`` (at least ``SMALL_REPLY_BYTES``, at most
+    :data:`~xaibench.runner.wire.MAX_ARRAY_BYTES`), else ``SMALL_REPLY_BYTES``."""
+    inputs = getattr(job.payload, "inputs", None) if job is not None and job.kind == "task" else None
+    shape = getattr(inputs, "shape", ())
+    if len(shape) != 4:
+        return SMALL_REPLY_BYTES
+    pixels = int(shape[0]) * int(shape[2]) * int(shape[3])
+    return min(MAX_ARRAY_BYTES, max(SMALL_REPLY_BYTES, pixels * REPLY_BYTES_PER_PIXEL))
+
+
 def _kind(message: Any) -> str | None:
     """The first item of a reply that is a tuple starting with a string (what the protocol sends)."""
     if isinstance(message, tuple) and message and isinstance(message[0], str):
@@ -102,7 +121,7 @@ def _kind(message: Any) -> str | None:
 
 
 def parse_answer(message: Any, kind: str) -> ExplainOutcome | Description:
-    """The answer in a worker's reply (already unpickled) to a job of ``kind``: ``("done",
+    """The answer in a worker's reply (already decoded) to a job of ``kind``: ``("done",
     outputs, error, timed_out)`` for a task, ``("described", (status, detail))`` for a
     description. Raises ``ValueError`` for a reply that does not follow the protocol."""
     if kind == "task" and _kind(message) == "done" and len(message) == 4:
@@ -132,7 +151,8 @@ class Ready:
 
 @dataclass(frozen=True)
 class Reply:
-    """A worker's answer to its job, as it sent it (pickled bytes; the scheduler unpickles it)."""
+    """A worker's answer to its job, as it sent it (bytes of :mod:`xaibench.runner.wire`, which the
+    scheduler decodes; or a :class:`~xaibench.runner.wire.Refused` reply the transport did not read)."""
 
     data: Any
 
@@ -428,7 +448,7 @@ class Scheduler:
         message: Any = None
         if isinstance(event, Reply):
             try:
-                message = load_reply(event.data)
+                message = decode(event.data, max_array_bytes=reply_limit(worker.job))
             except Exception as exc:  # noqa: BLE001 - a reply that is not plain data
                 text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 self._reject(worker, f"worker sent a reply that is not allowed: {text}"[:300])

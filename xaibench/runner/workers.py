@@ -32,9 +32,10 @@ parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, w
   Elsewhere (macOS, Windows) workers are started with ``spawn``: fork is unsafe there, and each
   worker imports xaibench and loads the installed plugins itself (plugins registered at run time
   are not seen; models are built per worker).
-- **Answers are data.** A worker's reply is pickled bytes, which the scheduler unpickles with a
-  restricted unpickler that builds only Python's plain types and numpy arrays and scalars, so a
-  hostile worker cannot run code in the runner's process through its reply.
+- **Answers are data.** A worker's reply is bytes of :mod:`xaibench.runner.wire` (a JSON header
+  and raw numpy arrays, no pickle), read up to ``wire.MAX_REPLY_BYTES`` and decoded by the
+  scheduler within its job's limit, so a hostile worker cannot run code in the runner's process
+  through its reply, nor make it allocate more than that limit.
 - **Sandboxed.** A forked worker enters a Landlock sandbox (:mod:`xaibench.runner.sandbox`)
   before it runs plugin code: it writes only its own scratch folder (its ``TMPDIR``, made by the
   zygote and removed when the worker ends) and a few devices, opens no TCP connection, and
@@ -56,7 +57,6 @@ import contextlib
 import ctypes
 import multiprocessing as mp
 import os
-import pickle
 import shutil
 import signal
 import sys
@@ -73,7 +73,15 @@ from typing import Any
 
 import torch
 
-from xaibench.runner.executors import EXECUTORS, Executor, InProcessExecutor, ModelSpec, WorkerState, plain_reply
+from xaibench.runner.executors import (
+    EXECUTORS,
+    Executor,
+    InProcessExecutor,
+    ModelSpec,
+    WorkerState,
+    encode_reply,
+    plain_reply,
+)
 from xaibench.runner.sandbox import (
     OFF_VARIABLE,
     SandboxError,
@@ -84,6 +92,7 @@ from xaibench.runner.sandbox import (
     worker_writable,
 )
 from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
+from xaibench.runner.wire import MAX_REPLY_BYTES, Refused
 
 # Idle workers kept for explainers that are not running now (they serve their explainer again on
 # the next track without a fresh start: no new imports, models already built).
@@ -147,8 +156,9 @@ def _enter_sandbox(scratch: str, conn: Connection) -> None:
         os._exit(SANDBOX_FAILED)
 
 
-def _send(conn: Connection, message: Any) -> None:
-    conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+def _send(conn: Connection, message: tuple[Any, ...]) -> None:
+    """Send a reply to the runner (:func:`~xaibench.runner.executors.encode_reply`)."""
+    conn.send_bytes(encode_reply(message))
 
 
 def _worker_main(
@@ -217,11 +227,7 @@ def _serve(conn: Connection, state: WorkerState) -> None:
             reply = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out)
         else:
             return
-        try:
-            _send(conn, reply)
-        except Exception as exc:  # noqa: BLE001 - e.g. an output object that cannot be pickled
-            text = str(exc).splitlines()[0] if str(exc) else ""
-            _send(conn, ("done", None, f"explainer output cannot be sent: {type(exc).__name__}: {text}"[:300], False))
+        _send(conn, reply)  # an output it cannot encode is sent as the task's failure
 
 
 def _zygote_main(
@@ -603,21 +609,26 @@ class LocalSlot:
     def receive(self, deadline: float | None) -> Event:
         try:
             return Reply(self._recv_bytes(deadline))
-        except (EOFError, OSError):
+        except OSError as exc:
+            if str(exc) == "bad message length":  # longer than MAX_REPLY_BYTES: refused unread
+                return Reply(Refused(f"a reply may not exceed {MAX_REPLY_BYTES} bytes"))
+            self.kill()
+            return Died(exit_reason(self.code))
+        except EOFError:
             self.kill()
             return Died(exit_reason(self.code))
 
     def _recv_bytes(self, deadline: float | None) -> bytes:
-        """The next message; a worker that stalls half-way 5 s past ``deadline`` is killed (which
-        ends the read with ``EOFError``)."""
+        """The next message (at most ``MAX_REPLY_BYTES``); a worker that stalls half-way 5 s past
+        ``deadline`` is killed (which ends the read with ``EOFError``)."""
         if deadline is None:
-            return self.conn.recv_bytes()
+            return self.conn.recv_bytes(MAX_REPLY_BYTES)
         left = max(0.0, deadline - time.monotonic()) + 5.0
         watchdog = threading.Timer(left, _kill_group, (self.pid,))
         watchdog.daemon = True
         watchdog.start()
         try:
-            return self.conn.recv_bytes()
+            return self.conn.recv_bytes(MAX_REPLY_BYTES)
         finally:
             watchdog.cancel()
 
