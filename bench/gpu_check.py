@@ -94,6 +94,8 @@ def main() -> int:
         "steps": {},
     }
     with tempfile.TemporaryDirectory(prefix="xaibench-gpu-check-") as tmp:
+        if opts.dry_run:
+            torch.set_num_threads(1)  # on a shared machine, spinning OpenMP threads distort the ratios
         cfg = Config(dry=opts.dry_run, device="cuda" if cuda else "cpu", tmp=Path(tmp))
         for name in opts.only or list(STEPS):
             report["steps"][name] = run_step(name, cfg, device_name)

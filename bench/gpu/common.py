@@ -29,7 +29,8 @@ class Config:
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": path}
 
 
 def xaibench_run(args: list[str], out: Path) -> float:
