@@ -31,7 +31,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import torch  # noqa: E402
-
 from gpu import default_suite, explainers, ray_check, road, throughput  # noqa: E402
 from gpu.common import Config  # noqa: E402
 
@@ -54,7 +53,7 @@ def run_step(name: str, cfg: Config, device_name: str) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         result = STEPS[name](cfg)
-    except Exception as exc:  # a crashed step is reported; the others still run
+    except Exception as exc:  # noqa: BLE001  (a crashed step is reported; the others still run)
         traceback.print_exc(file=sys.stderr)
         print(f"   CRASHED: {one_line(exc)}", flush=True)
         return {"status": "crashed", "error": one_line(exc), "wall_s": time.perf_counter() - started}

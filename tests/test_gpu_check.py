@@ -58,11 +58,37 @@ def test_dry_run_runs_every_step_on_the_cpu(tmp_path: Path) -> None:
     assert "goal" in done.stdout and "default-suite" in done.stdout  # the summary table
 
 
-def test_only_runs_one_step_and_a_crash_exits_1(tmp_path: Path) -> None:
-    """--only picks the step; an unknown step is refused by argparse (exit 2) before anything runs."""
+def test_unknown_step_is_refused(tmp_path: Path) -> None:
     done = run_check(tmp_path / "y.json", "--only", "no-such-step", timeout=60)
     assert done.returncode == 2 and "invalid choice" in done.stderr
     assert not (tmp_path / "y.json").exists()
+
+
+def test_a_crashed_step_exits_1_and_the_others_still_run(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import gpu_check
+
+    def crash(cfg):
+        raise RuntimeError("boom\nsecond line")
+
+    def fine(cfg):
+        return {"figures": {"x_s": 1.5}, "goals": {"x": {"value": 2.0, "goal": ">= 1", "passed": True}}}
+
+    monkeypatch.setattr(gpu_check, "STEPS", {"road": crash, "ray": fine})
+    out = tmp_path / "z.json"
+    monkeypatch.setattr(
+        sys, "argv", ["gpu_check.py", "--dry-run", "--out", str(out), "--only", "road", "--only", "ray"]
+    )
+    assert gpu_check.main() == 1
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["steps"]["road"] == {
+        "status": "crashed",
+        "error": "RuntimeError: boom",
+        "wall_s": pytest.approx(0, abs=5),
+    }
+    assert report["steps"]["ray"]["status"] == "ran" and report["steps"]["ray"]["figures"] == {"x_s": 1.5}
+    printed = capsys.readouterr().out
+    assert "CRASHED: RuntimeError: boom" in printed and "met" in printed
 
 
 @pytest.mark.slow

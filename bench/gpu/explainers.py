@@ -68,12 +68,14 @@ def host_copies(names: list[str], cfg: Config) -> dict[str, Any]:
         explainer = registry.create("explainer", name)
 
         def call(explainer: Any = explainer) -> Any:
-            return explainer.explain(track.model, x.clone(), track.targets, seed=0, context=ExplainContext(track.samples))
+            return explainer.explain(
+                track.model, x.clone(), track.targets, seed=0, context=ExplainContext(track.samples)
+            )
 
         try:
             call()
             counts[name] = dtoh_copies(call)
-        except Exception as exc:  # one explainer's failure is a finding, not a crash of the step
+        except Exception as exc:  # noqa: BLE001  (one explainer failing is a finding, not a crash of the step)
             counts[name] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     return counts
 
