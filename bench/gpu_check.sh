@@ -5,5 +5,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export HF_HUB_OFFLINE=1 RAY_USAGE_STATS_ENABLED=0
-export PYTHONPATH="${root}${PYTHONPATH:+:${PYTHONPATH}}"
+# this tree's library and plugins first, whatever the environment has installed
+path="${root}"
+for plugin in "${root}"/plugins/xaibench-*/; do path="${path}:${plugin%/}"; done
+export PYTHONPATH="${path}${PYTHONPATH:+:${PYTHONPATH}}"
 exec "${PYTHON:-${root}/.venv/bin/python}" "${root}/bench/gpu_check.py" "$@"
