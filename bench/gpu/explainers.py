@@ -1,13 +1,14 @@
 """``explainers``: every explainer of the built-ins and of the captum, gradcam, rise and zennit
-distributions on the device, on tracks ``shapes`` and ``photos`` (``--limit 8``), and
-``attention-rollout`` on the ``vit`` suite, scored with ``sparseness`` only (cheap: the point is
-the maps).
+distributions on the device, ``--limit 8``, scored with ``sparseness`` only (cheap: the point is
+the maps): the saliency explainers on tracks ``shapes`` and ``photos``, ``oracle`` on ``shapes``
+(photos have no masks), the concept explainers on the concept-bottleneck model ``shapes-cbm``, and
+``attention-rollout`` on the ``vit`` suite.
 
 Goals: no explainer failed on a batch (the summary's ``explained.failed``), no record is n/a for an
 error, and no host copies on the hot path: one call per explainer on a batch of photos under
 ``torch.profiler`` counts the device-to-host copies (``Memcpy DtoH``); a few are allowed (the final
 copy of the maps, ``targets.tolist()``, a scalar or two): at most ``MAX_DTOH`` per call. Without CUDA
-the profile is reported as skipped. Dry run: ``--limit 2``, shapes only, a few explainers, CPU.
+the profile is reported as skipped. Dry run: ``--limit 2``, shapes only, a few explainers (and ``concept-linear``), CPU.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import torch
 from .common import Config, env, goal, records, xaibench_run
 
 DISTRIBUTIONS = ("xaibench", "xaibench-captum", "xaibench-gradcam", "xaibench-rise", "xaibench-zennit")
-DRY_EXPLAINERS = ["gradient", "sobel", "saliency", "gradcam", "rise", "zennit-lrp"]
+DRY_EXPLAINERS = ["gradient", "sobel", "oracle", "saliency", "gradcam", "scorecam", "rise", "zennit-lrp"]
+DRY_CONCEPT = ["concept-linear"]
 MAX_DTOH = 8
 
 
-def explainer_names() -> list[str]:
+def explainer_names() -> dict[str, str]:
+    """Name -> kind (``saliency``, ``concept``) of every explainer of ``DISTRIBUTIONS``."""
     listed = subprocess.run(
         [sys.executable, "-m", "xaibench", "list", "explainers", "--json"],
         env=env(),
@@ -35,7 +38,7 @@ def explainer_names() -> list[str]:
         text=True,
         check=True,
     )
-    return [e["name"] for e in json.loads(listed.stdout) if e["distribution"] in DISTRIBUTIONS]
+    return {e["name"]: e["kind"] for e in json.loads(listed.stdout) if e["distribution"] in DISTRIBUTIONS}
 
 
 def dtoh_copies(fn: Any) -> int:
@@ -101,16 +104,31 @@ def failures(out: Any) -> tuple[int, int, list[str]]:
     return failed, errors, examples
 
 
-def run(cfg: Config) -> dict[str, Any]:
-    names = DRY_EXPLAINERS if cfg.dry else explainer_names()
+def runs(cfg: Config) -> tuple[list[str], dict[str, list[str]]]:
+    """(the saliency explainers, the runs): saliency explainers on shapes and photos; ``oracle`` on
+    shapes only (photos have no masks but one); concept explainers on the concept-bottleneck model
+    ``shapes-cbm`` (any other model refuses them); ``attention-rollout`` on the ``vit`` suite."""
     device = ["--device", cfg.device, "--metric", "sparseness", "--limit", "2" if cfg.dry else "8"]
-    runs = {"default": ["-e", ",".join(names), "--track", "shapes", *device]}
+    if cfg.dry:
+        saliency, concept = DRY_EXPLAINERS, DRY_CONCEPT
+    else:
+        kinds = explainer_names()
+        saliency = [n for n, k in kinds.items() if k == "saliency" and n != "oracle"]
+        concept = [n for n, k in kinds.items() if k == "concept"]
+    found = {"saliency": ["-e", ",".join(saliency), "--track", "shapes", *device]}
+    found["concept"] = ["-e", ",".join(concept), "--model", "shapes-cbm", "--dataset", "shapes", *device]
     if not cfg.dry:
-        runs["default"] += ["--track", "photos"]
-        runs["vit"] = ["-e", "attention-rollout", "--suite", "vit", *device]
+        found["saliency"] += ["--track", "photos"]
+        found["oracle"] = ["-e", "oracle", "--track", "shapes", *device]
+        found["vit"] = ["-e", "attention-rollout", "--suite", "vit", *device]
+    return saliency, found
+
+
+def run(cfg: Config) -> dict[str, Any]:
+    names, planned = runs(cfg)
     figures: dict[str, float] = {}
     examples: list[str] = []
-    for label, args in runs.items():
+    for label, args in planned.items():
         out = cfg.tmp / f"explainers-{label}"
         figures[f"{label}_run_s"] = xaibench_run(args, out)
         failed, errors, found = failures(out)
@@ -128,4 +146,4 @@ def run(cfg: Config) -> dict[str, Any]:
         figures["max_dtoh_copies_per_call"] = max(counted.values())
         goals["host_copies"] = goal(max(counted.values()), "<=", MAX_DTOH)
         goals["profiled_all"] = goal(len(copies) - len(counted), "==", 0)
-    return {"explainers": names, "figures": figures, "goals": goals, "dtoh_copies": copies, "problems": examples}
+    return {"runs": planned, "figures": figures, "goals": goals, "dtoh_copies": copies, "problems": examples}
