@@ -58,7 +58,7 @@ class Recorder(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.inner(x)
-        self.records.append(torch.softmax(out.float(), dim=1).detach().numpy())
+        self.records.append(torch.softmax(out.float(), dim=1).detach().cpu().numpy())
         return out
 
 

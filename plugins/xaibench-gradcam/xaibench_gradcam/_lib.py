@@ -69,6 +69,7 @@ class ScoreCAMTopK(ScoreCAM):
                 flat = up.flatten(1)
                 low, high = flat.min(dim=1).values, flat.max(dim=1).values
                 up = (up - low[:, None, None]) / (high - low + 1e-8)[:, None, None]
+                up = up.to(input_tensor)  # made on the host: to the inputs' device (and dtype)
                 scores = []
                 for part in chunks(keep, forward_batch(int(input_tensor.shape[-1]))):
                     masked = input_tensor[i][None] * up[part, None]

@@ -84,7 +84,8 @@ class Rise(AttributionExplainer):
     def attribute(self, model: Model, batch: ExplainBatch) -> np.ndarray:
         x = batch.x
         size = int(x.shape[-1])
-        masks = self.masks(size, batch.seed)  # the run's seed: every image gets the same masks
+        # the run's seed: every image gets the same masks (made on the CPU, used on the inputs' device)
+        masks = self.masks(size, batch.seed).to(x.device)
         flat = masks.reshape(masks.shape[0], -1)
         base = baseline_input(self.params["baseline"], x[:1], model)
         maps = np.zeros((x.shape[0], size, size), dtype=np.float32)
@@ -96,7 +97,7 @@ class Rise(AttributionExplainer):
                     scores.append(probs[:, target])
                 weights = torch.cat(scores)
                 sal = (weights @ flat) / (masks.shape[0] * self.params["p"])
-                maps[b] = sal.reshape(size, size).numpy()
+                maps[b] = sal.reshape(size, size).cpu().numpy()
         return maps
 
 
