@@ -275,3 +275,25 @@ def test_run_config_samples_restricts_a_track_to_those_ids_within_the_limit(tmp_
     config.samples = {"shapes": ["shapes-test-0009"]}  # beyond the first 8
     with pytest.raises(XaibenchError, match="track 'shapes': no sample 'shapes-test-0009' among its first 8 samples"):
         Runner(config, get_registry()).load(spec)
+
+
+def test_verify_re_runs_with_the_recorded_batch_size(
+    subs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import xaibench.publish.verify as verify
+
+    path = subs / "random.json"
+    data = _load(path)
+    assert data["run"]["batch_size"] == 16  # the run's --batch-size, recorded
+    used: list[int] = []
+    original = verify.make_run_config
+    monkeypatch.setattr(verify, "make_run_config", lambda *a, **kw: used.append(kw["batch_size"]) or original(*a, **kw))
+    data["run"]["batch_size"] = 5
+    _save(path, data)
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", "4")
+    assert code == 0 and used == [5] and "batch size 5" in lines[0], lines
+    del data["run"]["batch_size"]  # a submission from before the batch size was recorded
+    _save(path, data)
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", "4")
+    assert code == 0 and used == [5, 16], lines
+    assert "the submission does not record its batch size: re-running with 16" in lines

@@ -50,6 +50,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "device",
     "torch",
     "torch_threads",
+    "batch_size",
     "xaibench",
     "platform",
     "curve",
@@ -133,6 +134,7 @@ def _record_row(record: dict[str, Any], file: Path) -> dict[str, Any]:
             "device": record.get("device"),
             "torch": record.get("torch"),
             "torch_threads": record.get("torch_threads"),
+            "batch_size": record.get("batch_size"),
             "xaibench": record.get("xaibench"),
             "platform": record.get("platform"),
             "curve": record.get("curve"),
@@ -166,7 +168,7 @@ def records(workdir: str | Path) -> pd.DataFrame:
         rows += [_record_row(r, file) for r in store.records.values()]
     frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     frame = frame.astype({"value": "float64", "forward_passes": "float64", "wall_time_s": "float64"})
-    frame = frame.astype({"target_class": "Int64", "seed": "Int64", "torch_threads": "Int64"})
+    frame = frame.astype({"target_class": "Int64", "seed": "Int64", "torch_threads": "Int64", "batch_size": "Int64"})
     return frame.sort_values(_SORT, kind="stable", ignore_index=True)
 
 

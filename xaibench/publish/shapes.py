@@ -209,6 +209,7 @@ class SubmittedRun(TypedDict, total=False):
     started: str
     limit: int | None
     torch_threads: int
+    batch_size: int  # images per model forward pass (``--batch-size``); absent before it was recorded
 
 
 class SubmissionData(TypedDict):

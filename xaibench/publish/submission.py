@@ -93,7 +93,9 @@ def build_submission(
         },
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "environment": {k: recorded[k] for k in ENVIRONMENT_FIELDS if k in recorded},
-        "run": cast(SubmittedRun, {k: recorded[k] for k in ("started", "limit", "torch_threads") if k in recorded}),
+        "run": cast(
+            SubmittedRun, {k: recorded[k] for k in ("started", "limit", "torch_threads", "batch_size") if k in recorded}
+        ),
         "plugins": run.get("plugins", []),
         "seed": run.get("seed"),
         "suite": run.get("suite"),

@@ -17,7 +17,8 @@ each metric's version and parameters, the device and torch's thread count. Verif
    track's first ``limit`` samples as the original run had them, in a fresh temporary work
    folder without the explanation cache, on the recorded device (the CPU when that device is
    not available here, which is said) with the recorded thread count, explainer code in the
-   default local worker process;
+   default local worker process, with the recorded batch size (``run.batch_size``: images per
+   forward pass, which changes values by float rounding; 16, noted, when not recorded);
 4. compares each re-run value with the recorded one: a match when ``|a - b| <= 1e-6``
    (absolute), or when both are n/a.
 
@@ -53,6 +54,8 @@ TOLERANCE = 1e-6
 """Largest absolute difference between a recorded and a re-run value that still matches."""
 DEFAULT_SAMPLES = 16
 """Records re-run by default (``--samples``)."""
+DEFAULT_BATCH_SIZE = 16
+"""The batch size re-run for a submission that does not record its own (``xaibench run``'s default)."""
 VOLATILE_METRIC_PARAMS = ("checkpoint",)
 """Metric parameters not compared: a PASTA checkpoint's name or path (its content is compared,
 as ``checkpoint_sha256``)."""
@@ -208,6 +211,15 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _batch_size(path: Path, data: Mapping[str, Any]) -> int | None:
+    """The recorded ``run.batch_size`` (images per forward pass; values depend on it), ``None``
+    for a submission made before it was recorded."""
+    size = _object(data.get("run")).get("batch_size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        raise XaibenchError(f"{path}: run.batch_size is {size!r}; cannot re-run it")
+    return size
+
+
 def _limit(path: Path, data: Mapping[str, Any], tracks: Sequence[str]) -> int | None:
     """The sample limit that gives each of ``tracks`` its recorded samples: the largest recorded
     ``n_samples`` (datasets yield their samples in a fixed order, so the first ``n`` of a larger
@@ -347,6 +359,10 @@ def verify_submission(
 
     ids = {t: sorted({r.sample_id for r in chosen if r.track == t}) for t in tracks}
     metrics = sorted({r.metric for r in chosen})
+    batch_size = _batch_size(path, data)
+    if batch_size is None:
+        batch_size = DEFAULT_BATCH_SIZE
+        result.notes.append(f"the submission does not record its batch size: re-running with {batch_size}")
     with tempfile.TemporaryDirectory(prefix="xaibench-verify-") as workdir:
         try:
             config = make_run_config(
@@ -359,6 +375,7 @@ def verify_submission(
                 limit=_limit(path, data, tracks),
                 workdir=Path(workdir),
                 threads=threads,
+                batch_size=batch_size,
                 progress=False,
                 cache=False,
                 examples=0,
@@ -391,7 +408,7 @@ def verify_submission(
                 0,
                 f"re-running {len(chosen)} of the records of {name} in {path} ({n_samples} samples of "
                 f"{len(tracks)} track{'s' if len(tracks) != 1 else ''}, metrics {', '.join(metrics)}; "
-                f"seed {run_seed}, device {here['device']}, {here['torch_threads']} "
+                f"seed {run_seed}, batch size {batch_size}, device {here['device']}, {here['torch_threads']} "
                 f"thread{'s' if here['torch_threads'] != 1 else ''})",
             )
             for note in result.notes:

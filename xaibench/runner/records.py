@@ -9,6 +9,7 @@ the explained class.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,12 +20,16 @@ from xaibench.runner.evaluate import SampleScore
 from xaibench.runner.track import TrackContext
 
 RECORD_SCHEMA = "xaibench.record/1"
+KEY_VERSION = 2
+"""What a record key covers, as records say in ``key_version``: 2 added the forward batch size
+(``--batch-size``), which changes faithfulness values by float rounding; records without the
+field were keyed by xaibench before that and are never reused (:func:`old_key_line`)."""
 
 
 @dataclass(frozen=True)
 class RecordKeyer:
-    """Stable keys: a record is reused only for identical explainer, model, data, metric, seed and
-    runtime (device, torch version, thread count: :func:`runtime_key`)."""
+    """Stable keys: a record is reused only for identical explainer, model, data, metric, seed,
+    runtime (device, torch version, thread count: :func:`runtime_key`) and forward batch size."""
 
     track: TrackContext
     explainer_name: str
@@ -32,6 +37,7 @@ class RecordKeyer:
     explainer_params: dict[str, Any]
     seed: int
     runtime: dict[str, Any] | None = None  # :func:`runtime_key` of the run: device, torch version, threads
+    batch_size: int | None = None  # images per model forward pass: BLAS kernels, hence values, depend on it
 
     def __call__(self, metric: Metric, sample_id: str) -> str:
         model = self.track.model
@@ -46,6 +52,8 @@ class RecordKeyer:
         }
         if self.runtime is not None:
             key["runtime"] = self.runtime
+        if self.batch_size is not None:
+            key["batch_size"] = self.batch_size
         return digest(key)
 
 
@@ -95,15 +103,22 @@ class RecordMaker:
     explainer: dict[str, Any]  # the explainer block
     seed: int
     environment: dict[str, Any]  # the run's :func:`~xaibench.runner.run.environment`
+    batch_size: int | None = None  # images per model forward pass (``--batch-size``)
 
     @classmethod
     def for_run(
-        cls, track: TrackContext, explainer: Explainer, block: dict[str, Any], seed: int, environment: dict[str, Any]
+        cls,
+        track: TrackContext,
+        explainer: Explainer,
+        block: dict[str, Any],
+        seed: int,
+        environment: dict[str, Any],
+        batch_size: int,
     ) -> RecordMaker:
         keyer = RecordKeyer(
-            track, explainer.name, explainer.version, dict(explainer.params), seed, runtime_key(environment)
+            track, explainer.name, explainer.version, dict(explainer.params), seed, runtime_key(environment), batch_size
         )
-        return cls(track=track, keyer=keyer, explainer=block, seed=seed, environment=environment)
+        return cls(track=track, keyer=keyer, explainer=block, seed=seed, environment=environment, batch_size=batch_size)
 
     def key(self, metric: Metric, sample_id: str) -> str:
         return self.keyer(metric, sample_id)
@@ -113,6 +128,7 @@ class RecordMaker:
         track = self.track
         record: dict[str, Any] = {
             "key": self.key(score.metric, score.sample_id),
+            "key_version": KEY_VERSION,
             "metric": score.metric.name,
             "sample_id": score.sample_id,
             "value": score.value,
@@ -138,12 +154,22 @@ class RecordMaker:
                 "device": self.environment.get("device", "cpu"),
                 "torch": self.environment.get("torch"),
                 "torch_threads": self.environment.get("torch_threads"),
+                "batch_size": self.batch_size,
                 "metric_info": metric_block(score.metric),
             }
         )
         row = index[score.sample_id]
         record["target"] = {"class": int(track.targets[row]), "source": track.target_sources[row]}
         return record
+
+
+def old_key_line(path: Path, n: int) -> str:
+    """The one line a run says about ``n`` records of ``path`` keyed before :data:`KEY_VERSION`."""
+    return (
+        f"{path}: {n} record{'s' if n != 1 else ''} from before the batch size was part of the record key "
+        "(an older xaibench); they are kept but not reused: this run computes its own beside them "
+        "(delete the file or pass another --workdir to drop them)"
+    )
 
 
 def round_floats(obj: Any, digits: int = 6) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from rich.markup import escape
 
 from xaibench.allocator import tune_allocator
 from xaibench.api import Explainer, Metric, TrackSpec
@@ -34,7 +35,7 @@ from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handl
 from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
 from xaibench.runner.progress import Progress
-from xaibench.runner.records import RecordMaker, explainer_block, metric_block, runtime_key
+from xaibench.runner.records import RecordMaker, explainer_block, metric_block, old_key_line, runtime_key
 from xaibench.runner.store import RecordStore, WorkdirLock
 from xaibench.runner.track import TrackContext, load_track
 from xaibench.runner.workers import make_executor
@@ -284,6 +285,7 @@ class Runner:
                 "suite": config.suite,
                 "seed": config.seed,
                 "limit": config.limit,
+                "batch_size": config.forward_batch,
                 "started": started.isoformat(timespec="seconds"),
                 "plugins": plugin_versions(self.registry),
             },
@@ -333,6 +335,9 @@ class Runner:
         metrics = resolve_metrics(self.registry, spec, config.metrics, masks=track_has_masks(track.samples))
         store = RecordStore(config.workdir / "results" / f"{spec.name}.jsonl")
         out: dict[str, Any] = {"provenance": track.provenance, "explainers": {}}
+        if store.old_keys:
+            out["old_key_records"] = store.old_keys
+            self.progress.log(f"[yellow]{escape(old_key_line(store.path, store.old_keys))}")
         states = {name: self.start(track, explainer, metrics, store) for name, explainer in self.explainers.items()}
         self.announce_estimate(track, states.values())
         for name, state in states.items():
@@ -361,7 +366,8 @@ class Runner:
         if isinstance(explainer, ExplainerHandle):
             explainer = explainer.bind(track_model_spec(track))
         block = explainer_block(explainer, self.registry.info("explainer", explainer.name))
-        records = RecordMaker.for_run(track, explainer, block, self.config.seed, self.environment)
+        config = self.config
+        records = RecordMaker.for_run(track, explainer, block, config.seed, self.environment, config.forward_batch)
         return ExplainerRun(track, explainer, metrics, store, block, records)
 
     def run_one(self, state: ExplainerRun) -> dict[str, Any]:

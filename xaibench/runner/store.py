@@ -39,6 +39,7 @@ class RecordStore:
         self.path = path
         self.records: dict[str, dict[str, Any]] = {}
         self.torn_lines = 0
+        self.old_keys = 0  # records keyed before KEY_VERSION (no ``key_version``): kept, never reused
         self._read_to = 0  # bytes of the file read, up to the end of its last complete line
         self._seen = 0  # the file's size when last read or written
         self._torn_tail = False  # whether torn_lines counts a torn last line (read again on catching up)
@@ -73,6 +74,7 @@ class RecordStore:
             return
         if isinstance(record, dict) and isinstance(record.get("key"), str):
             self.records[record["key"]] = record
+            self.old_keys += "key_version" not in record
 
     def __contains__(self, key: str) -> bool:
         return key in self.records
