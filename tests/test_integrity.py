@@ -126,3 +126,25 @@ def test_records_of_a_workdir_whose_key_changed_are_not_reused(tmp_path: Path) -
     (tmp_path / ".key").unlink()
     store = RecordStore(path)
     assert store.records == {} and store.unverified == 1
+
+
+def test_rewritten_trained_weights_are_detected_and_retrained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+    from safetensors.torch import load, save
+
+    from xaibench.models.shapes_cnn import ShapesCNN, TrainConfig
+
+    tiny = TrainConfig(n_train=64, epochs=1, batch_size=32)
+    first = ShapesCNN(cache_dir=tmp_path, train_config=tiny, weights="train")
+    assert first.trained_now and first.weights_path.suffix == ".safetensors"
+    assert not ShapesCNN(cache_dir=tmp_path, train_config=tiny, weights="train").trained_now
+    state = load(first.weights_path.read_bytes())
+    first.weights_path.write_bytes(save({k: torch.zeros_like(v) for k, v in state.items()}))  # valid, other weights
+    capsys.readouterr()
+    again = ShapesCNN(cache_dir=tmp_path, train_config=tiny, weights="train")
+    err = capsys.readouterr().err
+    assert again.trained_now and again.identity == first.identity
+    assert err.count("fail their integrity check") == 1 and str(first.weights_path) in err
+    assert all(torch.equal(load(first.weights_path.read_bytes())[k], v) for k, v in state.items())
