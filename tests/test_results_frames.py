@@ -15,6 +15,7 @@ import pytest
 from xaibench.errors import XaibenchError
 from xaibench.publish.leaderboard import CSV_COLUMNS
 from xaibench.results import LEADERBOARD_COLUMNS, RECORD_COLUMNS, leaderboard, records
+from xaibench.runner.store import RecordStore
 
 GOLDEN_SUBMISSIONS = Path(__file__).parent / "golden" / "submissions" / "v1-initial"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
@@ -61,9 +62,10 @@ def _record(track: str, explainer: str, metric: str, sample: str, value: float |
 def _workdir(tmp_path: Path, lines: dict[str, list[dict[str, Any]]], tail: str = "") -> Path:
     folder = tmp_path / "work" / "results"
     folder.mkdir(parents=True)
-    for track, rows in lines.items():
-        text = "".join(json.dumps(r) + "\n" for r in rows)
-        (folder / f"{track}.jsonl").write_text(text + tail)
+    for track, rows in lines.items():  # written as the runner writes them (tagged: readers check the tag)
+        RecordStore(folder / f"{track}.jsonl").append(rows)
+        with (folder / f"{track}.jsonl").open("a") as fh:
+            fh.write(tail)
     return tmp_path / "work"
 
 

@@ -284,9 +284,11 @@ def test_atomic_writes_have_normal_permissions(tmp_path: Path, registry: manager
         run(_config(work, ["random"], limit=2), registry)
     finally:
         os.umask(old)
-    files = [p for p in work.rglob("*") if p.is_file()]
+    files = [p for p in work.rglob("*") if p.is_file() and p.name != ".key"]
     assert any(p.suffix == ".npy" for p in files) and (work / "summary.json") in files
     assert {p.stat().st_mode & 0o777 for p in files} == {0o664}
+    keys = list(work.rglob(".key"))  # the integrity keys (xaibench/integrity.py): the owner's alone
+    assert len(keys) == 2 and {p.stat().st_mode & 0o777 for p in keys} == {0o600}
     assert {p.stat().st_mode & 0o777 for p in work.rglob("*") if p.is_dir()} == {0o775}
 
 

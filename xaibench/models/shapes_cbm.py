@@ -10,8 +10,8 @@ saliency explainers work on it too; concept explainers use :meth:`ShapesCBM.conc
 
 Weights as for ``shapes-cnn``: ``weights="shipped"`` (default) loads the package's reference
 weights (:mod:`xaibench.models.shipped`); ``weights="train"`` trains on the ``shapes`` train split
-on first use and caches the result (``<cache>/shapes-cbm/<key>.pt``, ``torch.load(...,
-weights_only=True)``); deterministic for a given configuration on one machine. Input 64 px, mean
+on first use and caches the result (``<cache>/shapes-cbm/shapes-<key>.safetensors``, with an
+integrity tag, checked on reading); deterministic for a given configuration on one machine. Input 64 px, mean
 0.5 and std 0.25 per channel.
 """
 
@@ -192,7 +192,7 @@ class ShapesCBM(Model):
         if self.weights not in WEIGHTS_CHOICES:
             raise ValueError(f"shapes-cbm: weights must be one of {', '.join(WEIGHTS_CHOICES)}, not {weights!r}")
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        self.weights_path = root / "shapes-cbm" / f"shapes-{self.cache_key}.pt"
+        self.weights_path = root / "shapes-cbm" / f"shapes-{self.cache_key}.safetensors"
         net = CBMNet(self.train_config.widths, self.train_config.stem_stride)
         if self.weights == "shipped":
             net.load_state_dict(load_shipped("shapes-cbm", self.cache_key).state)

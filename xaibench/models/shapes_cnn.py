@@ -7,8 +7,8 @@ training; ``train`` trains on the ``train`` split of ``shapes`` or ``shapes-shor
 configuration and the training configuration (see :func:`cache_key`). Trained weights depend on
 the CPU's kernels, so their identity differs between machines (DESIGN 6). Cache folder: the
 ``cache_dir`` parameter, else ``$XAIBENCH_CACHE``, else ``~/.cache/xaibench``; files are
-``shapes-cnn/<variant>-<key>.pt`` (a ``state_dict``, written atomically, read with
-``torch.load(..., weights_only=True)``).
+``shapes-cnn/<variant>-<key>.safetensors`` (a ``state_dict`` as data, written atomically with
+an integrity tag, checked on reading: :func:`xaibench.models.trained.load_state`).
 
 Architecture (:class:`ShapesNet`): four conv blocks (3x3 conv, batch norm, ReLU) of
 widths 16, 32, 64, 64; the first has stride 2 and the first two end in a 2x2 max-pool,
@@ -197,7 +197,7 @@ class ShapesCNN(Model):
         if self.weights not in WEIGHTS_CHOICES:
             raise ValueError(f"shapes-cnn: weights must be one of {', '.join(WEIGHTS_CHOICES)}, not {weights!r}")
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        self.weights_path = root / "shapes-cnn" / f"{variant}-{self.cache_key}.pt"
+        self.weights_path = root / "shapes-cnn" / f"{variant}-{self.cache_key}.safetensors"
         net = ShapesNet.from_config(self.train_config)
         if self.weights == "shipped":
             net.load_state_dict(load_shipped(f"shapes-cnn/{variant}", self.cache_key).state)

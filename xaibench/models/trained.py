@@ -2,13 +2,17 @@
 
 Shared by every trained-on-first-use model (``shapes-cnn``, ``shapes-cbm``) and the embedding
 cache, so they agree on where the cache lives and how an entry is checked.
+
+Cached weights are data: safetensors files (no pickle), each with a tag beside it
+(``<file>.tag``: HMAC under the ``.key`` of its folder, :mod:`xaibench.integrity`) written with it.
+A file whose tag is missing or wrong is named in one line on stderr and retrained.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +22,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from xaibench import integrity
 from xaibench.files import write_bytes_atomic
+
+TAG_SUFFIX = ".tag"
 
 
 def default_cache_dir() -> Path:
@@ -50,14 +57,25 @@ def deterministic(threads: int) -> Iterator[None]:
 
 
 def load_state(path: Path, reference: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
-    """The cached state if it matches ``reference``'s names and shapes, else ``None`` (retrain).
-
-    Loaded with ``weights_only=True``; a missing, unreadable or stale file is a miss.
+    """The cached state if its tag matches and it has ``reference``'s names and shapes, else
+    ``None`` (retrain). Read with safetensors; a missing, unreadable or stale file is a miss, and
+    one whose tag is missing or wrong is named in one line on stderr too.
     """
-    if not path.is_file():
+    from safetensors.torch import load
+
+    try:
+        raw = path.read_bytes()
+    except OSError:
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        tag = _tag_path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        tag = None
+    if not integrity.verify(integrity.secret(path.parent), tag, path.name.encode(), raw):
+        print(f"{path}: cached weights fail their integrity check; retraining them", file=sys.stderr)
+        return None
+    try:
+        state = load(raw)
     except Exception:  # noqa: BLE001 - an unreadable cache entry is retrained
         return None
     if not isinstance(state, dict) or set(state) != set(reference):
@@ -83,10 +101,18 @@ def load_or_train(net: nn.Module, path: Path, train: Callable[[], dict[str, torc
 
 
 def save_state(state: dict[str, torch.Tensor], path: Path) -> None:
-    """Write a state dict atomically (temporary file, fsync, rename)."""
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    write_bytes_atomic(path, buf.getvalue())
+    """Write a state dict as safetensors, atomically, and its tag (the writer holds the key)."""
+    from safetensors.torch import save
+
+    raw = save({k: v.detach().cpu().contiguous() for k, v in state.items()})
+    key = integrity.secret(path.parent, create=True)
+    assert key is not None
+    write_bytes_atomic(path, raw)
+    write_bytes_atomic(_tag_path(path), integrity.sign(key, path.name.encode(), raw).encode())
+
+
+def _tag_path(path: Path) -> Path:
+    return path.with_name(path.name + TAG_SUFFIX)
 
 
 def normalised_batch(images: np.ndarray, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:

@@ -3,7 +3,9 @@
 A key covers the explainer (name, version, parameters), the model identity, the
 sample id and the sample's content digest, and the seed: an entry can never be served
 for another model or other parameters (lm-evaluation-harness issue 4063). The cache mixes in
-the run's device, torch version and thread count, and checks every entry it reads.
+the run's device, torch version and thread count, and checks every entry it reads, its bytes
+first: each entry has a tag (``<entry>.tag``, :mod:`xaibench.integrity`) that :meth:`ExplanationCache.put`
+writes in the runner, so an entry another process rewrote is a miss ("digest mismatch"), recomputed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from xaibench import integrity
 from xaibench.files import write_bytes_atomic
+
+TAG_SUFFIX = ".tag"
 
 
 def digest(obj: Any) -> str:
@@ -64,7 +69,9 @@ class ExplanationCache:
 
     ``scope`` (the device, torch version and thread count of the run, see
     :func:`xaibench.runner.records.runtime_key`) is mixed into every key: maps computed elsewhere
-    are never served. Every hit is checked on every read: a saliency map must be a finite float32
+    are never served. Every hit is checked on every read: its bytes against the tag ``put`` wrote
+    beside it (HMAC under the cache folder's key, :mod:`xaibench.integrity`; a missing or wrong
+    tag is a "digest mismatch"), then its content: a saliency map must be a finite float32
     ``(H, W)`` array (of ``shape`` when the caller gives it), concept weights a non-empty dict of
     names to finite numbers. An entry that is empty, torn, unreadable or fails a check is a miss:
     it is deleted (the caller recomputes and stores it again) and counted in ``rejected`` by reason.
@@ -74,6 +81,7 @@ class ExplanationCache:
         self.root = root
         self.scope = dict(scope) if scope else None
         self.rejected: Counter[str] = Counter()
+        self._key: bytes | None = None
 
     def _full_key(self, key: str) -> str:
         return key if self.scope is None else digest([key, self.scope])
@@ -105,6 +113,8 @@ class ExplanationCache:
                 reason: str | None = f"a {wanted} entry where a {kind} explanation was expected"
             elif not raw:
                 reason = "empty file"
+            elif not self._tag_matches(path, raw):
+                reason = "digest mismatch"
             else:
                 try:
                     value = load(raw)
@@ -117,18 +127,40 @@ class ExplanationCache:
             self._reject(path, reason or "invalid")
         return None
 
+    def _secret(self, create: bool) -> bytes | None:
+        if self._key is None:
+            self._key = integrity.secret(self.root, create=create)
+        return self._key
+
+    def _tag_matches(self, path: Path, raw: bytes) -> bool:
+        try:
+            tag = _tag_path(path).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return False
+        return integrity.verify(self._secret(create=False), tag, path.name.encode(), raw)
+
     def _reject(self, path: Path, reason: str) -> None:
         self.rejected[reason] += 1
-        with contextlib.suppress(OSError):
-            path.unlink()
+        for stale in (path, _tag_path(path)):
+            with contextlib.suppress(OSError):
+                stale.unlink()
 
     def put(self, key: str, value: np.ndarray | dict[str, float]) -> None:
+        """Store ``value`` under ``key``, with its tag (called in the runner, which holds the key)."""
         if isinstance(value, dict):
-            write_bytes_atomic(self._path(key, ".json"), json.dumps(value, sort_keys=True).encode())
-            return
-        buf = io.BytesIO()
-        np.save(buf, np.asarray(value, dtype=np.float32), allow_pickle=False)
-        write_bytes_atomic(self._path(key, ".npy"), buf.getvalue())
+            path, raw = self._path(key, ".json"), json.dumps(value, sort_keys=True).encode()
+        else:
+            buf = io.BytesIO()
+            np.save(buf, np.asarray(value, dtype=np.float32), allow_pickle=False)
+            path, raw = self._path(key, ".npy"), buf.getvalue()
+        secret = self._secret(create=True)
+        assert secret is not None
+        write_bytes_atomic(path, raw)
+        write_bytes_atomic(_tag_path(path), integrity.sign(secret, path.name.encode(), raw).encode())
+
+
+def _tag_path(path: Path) -> Path:
+    return path.with_name(path.name + TAG_SUFFIX)
 
 
 def _load_npy(raw: bytes) -> Any:

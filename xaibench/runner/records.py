@@ -172,6 +172,15 @@ def old_key_line(path: Path, n: int) -> str:
     )
 
 
+def unverified_line(path: Path, n: int) -> str:
+    """The one line a run says about ``n`` records of ``path`` whose integrity tag is missing or wrong."""
+    return (
+        f"{path}: {n} record{'s' if n != 1 else ''} fail{'s' if n == 1 else ''} their integrity check "
+        "(written by another process, or by an xaibench before records were tagged); "
+        "they are ignored and recomputed"
+    )
+
+
 def round_floats(obj: Any, digits: int = 6) -> Any:
     """Curves keep 6 significant digits: plenty for plots, a third of the bytes."""
     if isinstance(obj, dict):

@@ -35,7 +35,14 @@ from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handl
 from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
 from xaibench.runner.progress import Progress
-from xaibench.runner.records import RecordMaker, explainer_block, metric_block, old_key_line, runtime_key
+from xaibench.runner.records import (
+    RecordMaker,
+    explainer_block,
+    metric_block,
+    old_key_line,
+    runtime_key,
+    unverified_line,
+)
 from xaibench.runner.store import RecordStore, WorkdirLock
 from xaibench.runner.track import TrackContext, load_track
 from xaibench.runner.workers import make_executor
@@ -338,6 +345,9 @@ class Runner:
         if store.old_keys:
             out["old_key_records"] = store.old_keys
             self.progress.log(f"[yellow]{escape(old_key_line(store.path, store.old_keys))}")
+        if store.unverified:
+            out["unverified_records"] = store.unverified
+            self.progress.log(f"[yellow]{escape(unverified_line(store.path, store.unverified))}")
         states = {name: self.start(track, explainer, metrics, store) for name, explainer in self.explainers.items()}
         self.announce_estimate(track, states.values())
         for name, state in states.items():

@@ -11,6 +11,11 @@ than waits). The operating system drops the lock when the process ends, crash or
 included, so a stale lock never blocks the next run. As a second line of defence,
 :meth:`RecordStore.append` takes a lock on the records file and first reads what another
 writer may have appended since, so even writers that bypass the workdir lock never store a key twice.
+
+Every line the runner appends ends with an integrity tag (``"integrity"``: HMAC-SHA256 of the
+line's bytes before it, under the key ``.key`` beside the records, :mod:`xaibench.integrity`).
+Reading, a line whose tag is missing or wrong is ignored (not reused, not published) and counted:
+``unverified``, or ``old_keys`` for records from before the batch size was part of the key.
 """
 
 from __future__ import annotations
@@ -20,16 +25,20 @@ import fcntl
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from xaibench import integrity
 from xaibench.errors import XaibenchError
 from xaibench.files import named
 
 LOCK_NAME = ".lock"
+TAG_FIELD = "integrity"
+_TAGGED = re.compile(rb'^(?P<body>\{.*),"integrity":"(?P<tag>[0-9a-f]{64})"\}$', re.DOTALL)
 
 
 class RecordStore:
@@ -40,6 +49,8 @@ class RecordStore:
         self.records: dict[str, dict[str, Any]] = {}
         self.torn_lines = 0
         self.old_keys = 0  # records keyed before KEY_VERSION (no ``key_version``): kept, never reused
+        self.unverified = 0  # lines whose integrity tag is missing or wrong: kept in the file, ignored
+        self._key = integrity.secret(path.parent)
         self._read_to = 0  # bytes of the file read, up to the end of its last complete line
         self._seen = 0  # the file's size when last read or written
         self._torn_tail = False  # whether torn_lines counts a torn last line (read again on catching up)
@@ -72,9 +83,32 @@ class RecordStore:
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             self.torn_lines += 1
             return
-        if isinstance(record, dict) and isinstance(record.get("key"), str):
-            self.records[record["key"]] = record
-            self.old_keys += "key_version" not in record
+        if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+            return
+        if not self._verified(line):
+            if "key_version" in record:
+                self.unverified += 1
+            else:
+                self.old_keys += 1
+            return
+        record.pop(TAG_FIELD, None)
+        self.records[record["key"]] = record
+
+    def _verified(self, line: bytes) -> bool:
+        match = _TAGGED.match(line)
+        if match is None:
+            return False
+        body = match.group("body") + b"}"
+        return integrity.verify(self._key, match.group("tag").decode(), self.path.name.encode(), body)
+
+    def _line(self, record: dict[str, Any]) -> str:
+        """``record`` as one JSON line ending with its integrity tag."""
+        assert self._key is not None
+        body = json.dumps(
+            _clean({k: v for k, v in record.items() if k != TAG_FIELD}), separators=(",", ":"), allow_nan=False
+        )
+        tag = integrity.sign(self._key, self.path.name.encode(), body.encode("utf-8"))
+        return f'{body[:-1]},"{TAG_FIELD}":"{tag}"}}\n'
 
     def __contains__(self, key: str) -> bool:
         return key in self.records
@@ -85,6 +119,8 @@ class RecordStore:
         if not batch:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._key is None:
+            self._key = integrity.secret(self.path.parent, create=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o666)
         with os.fdopen(fd, "r+b") as fh:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file is closed
@@ -95,7 +131,7 @@ class RecordStore:
             if not batch:
                 return
             needs_newline = size > 0 and not _ends_with_newline(fh, size)
-            text = "".join(json.dumps(_clean(r), separators=(",", ":"), allow_nan=False) + "\n" for r in batch)
+            text = "".join(self._line(r) for r in batch)
             data = (b"\n" if needs_newline else b"") + text.encode("utf-8")
             try:  # unbuffered: nothing is left to flush (and so to write again) when the file closes
                 _write_all(fh.fileno(), data)
