@@ -117,6 +117,12 @@ def test_a_forged_record_is_reported_ignored_and_recomputed(
     assert _metrics(second) == _metrics(clean)
     assert _values(work) == _values(tmp_path / "clean")
     assert 0.999 not in _values(work).values()
+    # the records frame leaves the two lines out too, and says so naming the file
+    from xaibench.results import records
+
+    with pytest.warns(UserWarning, match="2 records fail their integrity check") as caught:
+        frame = records(work)
+    assert str(path) in str(caught[0].message) and 0.999 not in set(frame["value"])
 
 
 def test_records_of_a_workdir_whose_key_changed_are_not_reused(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ the function reads raises :class:`~xaibench.errors.XaibenchError` with one line 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,8 +155,10 @@ def records(workdir: str | Path) -> pd.DataFrame:
     ``results/`` folder, or one ``results/<track>.jsonl`` file. ``value`` is a float, NaN when
     the record is n/a (``na_reason`` says why); the direction of each metric (``higher`` or
     ``lower`` is better) is in ``direction``. A torn last line (an interrupted write) is skipped,
-    as the runner skips it. A workdir with no records yet gives an empty frame with the same
-    columns. Raises :class:`XaibenchError` for a path that is not a workdir or a malformed record.
+    as the runner skips it; so are lines that fail their integrity check (written by an older
+    xaibench or by another process), with a warning naming the file. A workdir with no records
+    yet gives an empty frame with the same columns. Raises :class:`XaibenchError` for a path that
+    is not a workdir or a malformed record.
     """
     pd = _pandas()
     path = Path(workdir).expanduser()
@@ -166,6 +169,17 @@ def records(workdir: str | Path) -> pd.DataFrame:
         except OSError as exc:
             raise XaibenchError(f"{file}: cannot read ({exc.strerror or exc})") from None
         rows += [_record_row(r, file) for r in store.records.values()]
+        if store.unverified:  # not silent: the run reports these lines too, and recomputes them
+            warnings.warn(
+                f"{file}: {store.unverified} records fail their integrity check (no tag, or not this "
+                "workdir's); they are left out",
+                stacklevel=2,
+            )
+        if store.old_keys:
+            warnings.warn(
+                f"{file}: {store.old_keys} records from an older xaibench (no key version); they are left out",
+                stacklevel=2,
+            )
     frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
     frame = frame.astype({"value": "float64", "forward_passes": "float64", "wall_time_s": "float64"})
     frame = frame.astype({"target_class": "Int64", "seed": "Int64", "torch_threads": "Int64", "batch_size": "Int64"})
