@@ -266,11 +266,12 @@ def _config(workdir: Path, explainers: list[str], **kw: Any) -> RunConfig:
 
 
 def _records(workdir: Path, track: str = "shapes") -> dict[str, dict[str, Any]]:
-    """Every record of ``track`` by key, without its timing (the only field that may differ between runs)."""
+    """Every record of ``track`` by key, without its timing and its integrity tag (keyed per
+    workdir): the only fields that may differ between runs."""
     out = {}
     for line in (workdir / "results" / f"{track}.jsonl").read_text().splitlines():
         record = json.loads(line)
-        out[record["key"]] = {k: v for k, v in record.items() if k != "wall_time_s"}
+        out[record["key"]] = {k: v for k, v in record.items() if k not in ("wall_time_s", "integrity")}
     return out
 
 
