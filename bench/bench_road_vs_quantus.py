@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import quantus
@@ -62,6 +64,40 @@ class Recorder(torch.nn.Module):
         return out
 
 
+def quantus_road(
+    model: Any,
+    inputs: torch.Tensor,
+    targets: np.ndarray,
+    saliency: np.ndarray,
+    percents: Sequence[float],
+    *,
+    noise: float,
+    device: str = "cpu",
+    timer: Callable[[Callable[[], Any]], tuple[float, Any]] = timed,
+) -> tuple[float, Recorder]:
+    """Quantus's ROAD (channel-summed) on the same inputs and maps, timed by ``timer``: its
+    seconds and the :class:`Recorder` holding the probabilities of its forward passes. Shared
+    with ``bench/gpu/road.py``."""
+    recorder = Recorder(model.module).eval()
+    metric = ChannelSummedROAD(
+        noise=noise, percentages=list(percents), normalise=False, disable_warnings=True, display_progressbar=False
+    )
+    np.random.seed(0)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        seconds, _ = timer(
+            lambda: metric(
+                model=recorder,
+                x_batch=inputs.numpy(),
+                y_batch=targets,
+                a_batch=saliency[:, None].astype(np.float32),
+                device=device,
+                batch_size=len(inputs),
+            )
+        )
+    return seconds, recorder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8)
@@ -87,23 +123,7 @@ def main() -> None:
     if args.skip_quantus:
         return
 
-    recorder = Recorder(model.module).eval()
-    metric = ChannelSummedROAD(
-        noise=args.noise, percentages=PERCENTS, normalise=False, disable_warnings=True, display_progressbar=False
-    )
-    np.random.seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        quantus_s, _ = timed(
-            lambda: metric(
-                model=recorder,
-                x_batch=inputs.numpy(),
-                y_batch=targets,
-                a_batch=saliency[:, None].astype(np.float32),
-                device="cpu",
-                batch_size=len(inputs),
-            )
-        )
+    quantus_s, recorder = quantus_road(model, inputs, targets, saliency, PERCENTS, noise=args.noise)
     calls = recorder.records[-len(PERCENTS) :]
     quantus_curves = np.stack([probs[np.arange(len(targets)), targets] for probs in calls], axis=1)
     print(f"Quantus ROAD (channel-summed):     {quantus_s:8.2f} s")

@@ -9,11 +9,9 @@ Dry run: 2 photos, 5 steps (thresholds up to 10), on the CPU, still with the tor
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
-import torch
 
 from .common import Config, goal, timed
 
@@ -23,7 +21,7 @@ BATCH = 16
 def run(cfg: Config) -> dict[str, Any]:
     import quantus  # noqa: F401  (fail early, before the minutes of the rest)
     from _faithfulness_common import load_track
-    from bench_road_vs_quantus import ChannelSummedROAD, Recorder
+    from bench_road_vs_quantus import quantus_road
 
     from xaibench.api import ForwardCounter, MetricInput
     from xaibench.metrics.faithfulness.formulas import road_percents
@@ -52,24 +50,16 @@ def run(cfg: Config) -> dict[str, Any]:
     timed(ours, cfg.device)  # warm-up: kernels, the solver's set-up
     ours_s, out = timed(ours, cfg.device, repeat=1 if cfg.dry else 2)
     forwards_s, _ = timed(forwards, cfg.device, repeat=2)
-    recorder = Recorder(model.module).eval()
-    quantus_metric = ChannelSummedROAD(
-        noise=0.01, percentages=percents, normalise=False, disable_warnings=True, display_progressbar=False
+    quantus_s, _ = quantus_road(
+        model,
+        inputs,
+        targets,
+        saliency,
+        percents,
+        noise=0.01,
+        device=cfg.device,
+        timer=lambda fn: timed(fn, cfg.device),
     )
-    np.random.seed(0)
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        quantus_s, _ = timed(
-            lambda: quantus_metric(
-                model=recorder,
-                x_batch=inputs.numpy(),
-                y_batch=targets,
-                a_batch=saliency[:, None].astype(np.float32),
-                device=cfg.device,
-                batch_size=len(inputs),
-            ),
-            cfg.device,
-        )
     values = np.asarray(out.values, dtype=np.float64)
     return {
         "setup": f"{n_images} photos x {len(percents)} steps, EfficientNet-Lite0, batch {BATCH}, torch imputation",
