@@ -382,7 +382,7 @@ def run_board(summary: Mapping[str, Any], registry: Registry, submission_files: 
     (their disclosure kept; the tracks of earlier runs left out), else from the summary alone, so
     ``--no-publish`` writes nothing for it."""
     from xaibench.publish.board import build_board
-    from xaibench.publish.submission import build_submission, load_submission, submission_filename
+    from xaibench.publish.submission import build_submission, load_submission, submission_name
 
     tracks = {t for t, block in summary["tracks"].items() if "error" not in block}
     if submission_files:
@@ -395,8 +395,7 @@ def run_board(summary: Mapping[str, Any], registry: Registry, submission_files: 
     }
     made = []
     for name, block in sorted(blocks.items()):
-        default = block["params"] == dict(registry.entry("explainer", name).cls.default_params)
-        path = Path(submission_filename(name, block["params_digest"], default))
+        path = Path(submission_name(registry, name, block))
         made.append((path, build_submission(cast("RunSummary", summary), name, None)))
     return build_board(made)
 

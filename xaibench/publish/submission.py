@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
@@ -103,6 +103,13 @@ def build_submission(
     }
 
 
+def submission_name(registry: Registry, name: str, block: Mapping[str, Any]) -> str:
+    """The file name of explainer ``name``'s submission, from its provenance ``block`` (its
+    parameters and their digest): :func:`submission_filename`, default parameters or not."""
+    default = block["params"] == dict(registry.entry("explainer", name).cls.default_params)
+    return submission_filename(name, block["params_digest"], default)
+
+
 def write_run(result: RunResult, registry: Registry, folder: Path) -> list[Path]:
     """Publish one run into ``folder``: the example overlays, then one submission per explainer."""
     summary = cast(RunSummary, result.summary)
@@ -123,12 +130,10 @@ def write_submissions(
     written: list[Path] = []
     names = sorted({e for t in summary["tracks"].values() for e in t.get("explainers", {})})
     for name in names:
-        cls = registry.entry("explainer", name).cls
         block = next(
             t["explainers"][name]["explainer"] for t in summary["tracks"].values() if name in t.get("explainers", {})
         )
-        default = block["params"] == dict(cls.default_params)
-        path = folder / submission_filename(name, block["params_digest"], default)
+        path = folder / submission_name(registry, name, block)
         previous: Earlier | None = None
         if path.exists():
             try:
