@@ -307,6 +307,21 @@ class Registry:
     def info(self, kind: str, name: str) -> ComponentInfo:
         return self.entry(kind, name).info
 
+    def materialise(self, distribution: str) -> None:
+        """Import ``distribution``'s plugins for real in this process, replacing the stand-ins
+        its catalogue description registered (see :func:`remote_distribution`). Only worker
+        processes call it, after entering their sandbox; the runner never does."""
+
+
+def remote_distribution(component: type[Component] | Component) -> str | None:
+    """The distribution a component class (or instance) is a stand-in for, or ``None`` for a real
+    class. A stand-in carries the class attributes its plugin declared (name, family, direction,
+    parameters ...) as data, and no code of the plugin: its behaviour (``explain``, ``score``,
+    ``samples`` ...) runs only in a worker that called :meth:`Registry.materialise`."""
+    cls = component if isinstance(component, type) else type(component)
+    value = getattr(cls, "remote_distribution", None)
+    return value if isinstance(value, str) else None
+
 
 def _check_metric(cls: type[Metric], plugin: str) -> None:
     if cls.family not in FAMILIES:
