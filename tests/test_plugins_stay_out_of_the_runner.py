@@ -188,7 +188,7 @@ def test_a_plugin_that_breaks_at_import_is_one_line_and_the_run_goes_on(
     with pytest.raises(SystemExit) as info:
         main([str(a) for a in [*args, *outputs]])
         raise SystemExit(0)
-    out, err = capfd.readouterr()
+    _, err = capfd.readouterr()
     assert info.value.code in (0, None), err
     warnings = [line for line in err.splitlines() if "xb-broken" in line]
     assert warnings == [f"warning: plugin xb-broken (entry point broken): {said}"], err
