@@ -20,7 +20,7 @@ from pathlib import Path
 
 from xaibench.plugins.manager import get_registry
 from xaibench.runner.run import DEFAULT_EXPLAINERS, RunConfig, run
-from xaibench.runner.sandbox import OFF_VARIABLE, enter_sandbox, sandbox_status
+from xaibench.sandbox import OFF_VARIABLE, enter_sandbox, sandbox_status
 
 GOAL = 1.05
 

@@ -33,7 +33,7 @@ from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
 from xaibench.runner import scheduling, workers
 from xaibench.runner.run import RunConfig, Runner, run
-from xaibench.runner.sandbox import WRITABLE_VARIABLE
+from xaibench.sandbox import WRITABLE_VARIABLE
 
 TIMEOUT = 3.0
 LIMIT = 6

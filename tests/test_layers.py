@@ -3,7 +3,8 @@ circles, counting imports inside functions (lazy imports) too.
 
 Layers, bottom to top (``docs/architecture.md`` shows the same table):
 
-0. ground floor: errors, version, files, integrity, imaging, imagenet, seeds, params, stats, randomisation, allocator
+0. ground floor: errors, version, files, integrity, sandbox, imaging, imagenet, seeds, params, stats,
+   randomisation, allocator
 1. the public types: ``api``
 2. the plugin system and the author kit: ``plugins``, ``kit``
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
@@ -35,6 +36,7 @@ LAYERS: dict[str, int] = {
     "xaibench.version": 0,
     "xaibench.files": 0,
     "xaibench.integrity": 0,
+    "xaibench.sandbox": 0,
     "xaibench.imaging": 0,
     "xaibench.imagenet": 0,
     "xaibench.seeds": 0,

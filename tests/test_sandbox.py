@@ -31,7 +31,7 @@ from xaibench.api import Explainer
 from xaibench.plugins import manager
 from xaibench.runner import workers
 from xaibench.runner.run import RunConfig, run
-from xaibench.runner.sandbox import (
+from xaibench.sandbox import (
     OFF_VARIABLE,
     WRITABLE_VARIABLE,
     SandboxError,

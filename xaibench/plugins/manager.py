@@ -41,7 +41,7 @@ from xaibench.api import (
     Suite,
 )
 from xaibench.errors import RegistrationError, UnknownComponentError, XaibenchError
-from xaibench.plugins import hookspecs
+from xaibench.plugins import catalogue, hookspecs
 from xaibench.version import __version__
 
 ENTRY_POINT_GROUP = "xaibench"
@@ -83,6 +83,7 @@ class PluginStatus:
     ok: bool = True
     error: str | None = None
     components: list[str] = field(default_factory=list)
+    in_runner: bool = False  # imported in the runner (it registers a model, dataset or encoder)
 
 
 @dataclass(frozen=True)
@@ -112,15 +113,18 @@ def _env_list(name: str) -> set[str] | None:
 class Registry:
     """A typed facade over the plugin manager: components by kind and name."""
 
-    def __init__(self, load_entry_points: bool = True) -> None:
+    def __init__(self, load_entry_points: bool = True, *, builtins: bool = True) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.plugins: dict[str, PluginStatus] = {}
         self._entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KIND_BASES}
         self._conflicts: dict[tuple[str, str], str] = {}
         self._entry_points: set[str] = set()  # plugins loaded from an entry point, by name
-        for module_name in DEFAULT_PLUGINS:
-            self._load_module(module_name, module_name, ("xaibench", __version__), "built-in")
+        # distributions held as stand-ins (their entry points), until materialised
+        self._stand_ins: dict[str, list[catalogue.EntryPoint]] = {}
+        if builtins:
+            for module_name in DEFAULT_PLUGINS:
+                self._load_module(module_name, module_name, ("xaibench", __version__), "built-in")
         if load_entry_points:
             self._load_entry_points()
 
@@ -140,26 +144,87 @@ class Registry:
         self.add_plugin(module, name=name, distribution=dist, source=source)
 
     def _load_entry_points(self) -> None:
+        """The entry points of the group, known from their distributions' descriptions
+        (:mod:`xaibench.plugins.catalogue`): explainers, metrics and suites become stand-ins and no
+        plugin code runs in this process, unless a distribution also registers a model, a dataset or
+        an encoder (kinds that still run in the runner): that one is imported here, as before."""
         allow = _env_list("XAIBENCH_LOAD_PLUGINS")
         block = _env_list("XAIBENCH_DISABLE_PLUGINS") or set()
-        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            if ep.name in self.plugins:
+        by_dist = {
+            dist: [p for p in points if p.name not in self.plugins]
+            for dist, points in catalogue.entry_points(allow, block).items()
+        }
+        by_dist = {dist: points for dist, points in by_dist.items() if points}
+        for dist, description in catalogue.describe(by_dist).items():
+            points = by_dist[dist]
+            if description.get("failure"):
+                for point, line in zip(points, catalogue.failure_lines(description, points), strict=True):
+                    status = PluginStatus(point.name, point.distribution, point.version, point.value, ok=False)
+                    status.error = _clean(str(description["failure"]))
+                    self.plugins[point.name] = status
+                    self._entry_points.add(point.name)
+                    if on_plugin_error is not None:
+                        on_plugin_error(_clean(line))
                 continue
-            if (allow is not None and ep.name not in allow) or ep.name in block:
+            components = [c for c in description.get("components", []) if isinstance(c, dict)]
+            if any(c.get("kind") not in catalogue.STAND_IN_KINDS for c in components):
+                for point in points:  # a model, dataset or encoder: imported here (see above)
+                    self.load_entry_point(_metadata_entry_point(point))
+                    self.plugins[point.name].in_runner = True
                 continue
-            dist = (ep.dist.name, ep.dist.version) if ep.dist else ("unknown", "unknown")
-            status = PluginStatus(name=ep.name, distribution=dist[0], version=dist[1], source=ep.value)
-            self.plugins[ep.name] = status
-            self._entry_points.add(ep.name)
+            self._add_stand_ins(dist, points, description, components)
+
+    def _add_stand_ins(
+        self,
+        dist: str,
+        points: list[catalogue.EntryPoint],
+        description: dict[str, Any],
+        components: list[dict[str, Any]],
+    ) -> None:
+        """Register the stand-ins of distribution ``dist`` from its description."""
+        version = points[0].version
+        by_name = {p.name: p for p in points}
+        self._stand_ins[dist] = points
+        for plugin in description.get("plugins", []):
+            point = by_name.get(str(plugin.get("name")))
+            if point is None:
+                continue
+            status = PluginStatus(point.name, dist, version, point.value, ok=bool(plugin.get("ok")))
+            status.error = None if status.ok else _clean(str(plugin.get("error")))
+            self.plugins[point.name] = status
+            self._entry_points.add(point.name)
+            for line in plugin.get("lines", []):
+                if on_plugin_error is not None:
+                    on_plugin_error(_clean(str(line)))
+        for item in components:
+            status = self.plugins.get(str(item.get("plugin")))
+            if status is None:
+                continue
+            kind = str(item["kind"])
             try:
-                with _user_interrupts() as interrupted:
-                    obj = ep.load()
-            except BaseException as exc:  # SystemExit, and the plugin's own KeyboardInterrupt too
-                if isinstance(exc, KeyboardInterrupt) and interrupted():
-                    raise
-                self._failed(status, "import", exc)
-                continue
-            self.add_plugin(obj, name=ep.name, distribution=dist, source=ep.value)
+                if "error" in item:
+                    raise RegistrationError(f"{item.get('name')}: {item['error']}")
+                cls = catalogue.stand_in(kind, item["data"], dist, status.name)
+                self._registrar(kind, status, (dist, version))(cls)
+            except Exception as exc:  # noqa: BLE001 - a description the plugin shaped
+                self._failed(status, f"register_{kind}s", exc)
+
+    def load_entry_point(self, ep: metadata.EntryPoint) -> PluginStatus:
+        """Import entry point ``ep`` in this process and register its hooks, in isolation (a probe,
+        a worker materialising its distribution, or a distribution that runs in the runner)."""
+        dist = (ep.dist.name, ep.dist.version) if ep.dist else ("unknown", "unknown")
+        status = PluginStatus(name=ep.name, distribution=dist[0], version=dist[1], source=ep.value)
+        self.plugins[ep.name] = status
+        self._entry_points.add(ep.name)
+        try:
+            with _user_interrupts() as interrupted:
+                obj = ep.load()
+        except BaseException as exc:  # SystemExit, and the plugin's own KeyboardInterrupt too
+            if isinstance(exc, KeyboardInterrupt) and interrupted():
+                raise
+            self._failed(status, "import", exc)
+            return status
+        return self.add_plugin(obj, name=ep.name, distribution=dist, source=ep.value)
 
     def add_plugin(
         self,
@@ -294,9 +359,15 @@ class Registry:
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise UnknownComponentError(f"unknown {kind} {name!r}{hint} (see `xaibench list {kind}s`)") from None
 
-    def create(self, kind: str, name: str, **params: Any) -> Any:
-        """Instantiate a component with parameters (validated by the component)."""
+    def create(self, kind: str, name: str, *, materialise: bool = False, **params: Any) -> Any:
+        """Instantiate a component with parameters (validated by the component). With
+        ``materialise`` (workers only), a stand-in's distribution is imported first
+        (:meth:`materialise`), so the instance is the plugin's own class."""
         cls = self.entry(kind, name).cls
+        remote = remote_distribution(cls)
+        if materialise and remote is not None:
+            self.materialise(remote)
+            cls = self.entry(kind, name).cls
         try:
             return cls(**params)
         except (TypeError, ValueError) as exc:
@@ -310,7 +381,16 @@ class Registry:
     def materialise(self, distribution: str) -> None:
         """Import ``distribution``'s plugins for real in this process, replacing the stand-ins
         its catalogue description registered (see :func:`remote_distribution`). Only worker
-        processes call it, after entering their sandbox; the runner never does."""
+        processes call it, after entering their sandbox; the runner never does. A distribution
+        that is not held as stand-ins (built-ins, plugins registered at run time, one already
+        materialised) is left as it is."""
+        points = self._stand_ins.pop(distribution, None)
+        if points is None:
+            return
+        for point in points:
+            self.remove_plugin(point.name)
+        for point in points:
+            self.load_entry_point(_metadata_entry_point(point))
 
 
 def remote_distribution(component: type[Component] | Component) -> str | None:
@@ -328,6 +408,19 @@ def _check_metric(cls: type[Metric], plugin: str) -> None:
         raise RegistrationError(f"{plugin}: metric {cls.name!r} has family {cls.family!r}; use one of {FAMILIES}")
     if cls.direction not in ("higher", "lower"):
         raise RegistrationError(f"{plugin}: metric {cls.name!r} must declare direction 'higher' or 'lower'")
+
+
+def _metadata_entry_point(point: catalogue.EntryPoint) -> metadata.EntryPoint:
+    """The importable entry point of ``point`` (the installed one, so its distribution is known)."""
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP, name=point.name):
+        if ep.dist is None or ep.dist.name == point.distribution:
+            return ep
+    return metadata.EntryPoint(point.name, point.value, ENTRY_POINT_GROUP)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """``Type: message (file:line)`` of ``exc``, one line (a probe reports plugin failures so)."""
+    return _one_line(exc)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -189,7 +189,7 @@ class WorkerState:
         model = self.models.get(key)
         if model is None:
             if spec.randomisation is None:
-                model = self.registry.create("model", spec.name, **dict(spec.params))
+                model = self.registry.create("model", spec.name, materialise=True, **dict(spec.params))
                 if model.identity != spec.identity:
                     raise RuntimeError(
                         f"model {spec.name!r} rebuilt in a worker has identity {model.identity}, "
@@ -219,7 +219,7 @@ class WorkerState:
         key = spec_key(spec)
         explainer = self.explainers.get(key)
         if explainer is None:
-            explainer = self.registry.create("explainer", spec.name, **dict(spec.params))
+            explainer = self.registry.create("explainer", spec.name, materialise=True, **dict(spec.params))
             self.explainers[key] = explainer
         return explainer
 

@@ -36,7 +36,7 @@ parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, w
   and raw numpy arrays, no pickle), read up to ``wire.MAX_REPLY_BYTES`` and decoded by the
   scheduler within its job's limit, so a hostile worker cannot run code in the runner's process
   through its reply, nor make it allocate more than that limit.
-- **Sandboxed.** A forked worker enters a Landlock sandbox (:mod:`xaibench.runner.sandbox`)
+- **Sandboxed.** A forked worker enters a Landlock sandbox (:mod:`xaibench.sandbox`)
   before it runs plugin code: it writes only its own scratch folder (its ``TMPDIR``, made by the
   zygote and removed when the worker ends) and a few devices, opens no TCP connection, and
   cannot signal the runner, the zygote or other workers. On by default where the kernel offers
@@ -82,7 +82,9 @@ from xaibench.runner.executors import (
     encode_reply,
     plain_reply,
 )
-from xaibench.runner.sandbox import (
+from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
+from xaibench.runner.wire import MAX_REPLY_BYTES, Refused
+from xaibench.sandbox import (
     OFF_VARIABLE,
     SandboxError,
     enter_sandbox,
@@ -91,8 +93,6 @@ from xaibench.runner.sandbox import (
     silence_inherited_files,
     worker_writable,
 )
-from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
-from xaibench.runner.wire import MAX_REPLY_BYTES, Refused
 
 # Idle workers kept for explainers that are not running now (they serve their explainer again on
 # the next track without a fresh start: no new imports, models already built).
@@ -137,8 +137,8 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _enter_sandbox(scratch: str, conn: Connection) -> None:
-    """Sandbox this worker (:mod:`xaibench.runner.sandbox`): it writes only to ``scratch`` (also its
-    ``TMPDIR``) and the few devices of :func:`~xaibench.runner.sandbox.worker_writable`, connects
+    """Sandbox this worker (:mod:`xaibench.sandbox`): it writes only to ``scratch`` (also its
+    ``TMPDIR``) and the few devices of :func:`~xaibench.sandbox.worker_writable`, connects
     nowhere over TCP and signals no process outside itself; writable files it inherited are
     pointed at ``/dev/null``. A worker that cannot enter it says why and exits (status 70)."""
     os.environ["TMPDIR"] = scratch
@@ -770,7 +770,7 @@ def _say_once(line: str) -> None:
 def worker_sandbox(start_method: str = "zygote") -> str:
     """What confines local workers started by ``start_method``: ``"landlock ABI N"``,
     ``"off (XAIBENCH_SANDBOX=0)"``, or ``"unavailable: <reason>"``
-    (:func:`~xaibench.runner.sandbox.sandbox_status`). Only forked workers can be sandboxed: a
+    (:func:`~xaibench.sandbox.sandbox_status`). Only forked workers can be sandboxed: a
     spawned one imports torch, which starts a thread, before it runs any code of ours, and Landlock
     confines only the thread that enters it (and what that thread starts later)."""
     if not sandbox_enabled():
