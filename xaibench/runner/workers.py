@@ -261,7 +261,7 @@ def _zygote_main(
             if ended:
                 _kill_orphans(children)
             for process in ended:
-                _remove_scratch(scratches.pop(process.pid, None))
+                remove_scratch(scratches.pop(process.pid, None))
                 events.send(("exit", process.pid, process.exitcode))
             if control in ready:
                 try:
@@ -298,7 +298,7 @@ def _zygote_main(
             _kill_group(process.pid)
         _kill_orphans({})  # the workers too: killed and reaped
         for scratch in scratches.values():
-            _remove_scratch(scratch)
+            remove_scratch(scratch)
 
 
 def _new_scratch() -> str:
@@ -306,7 +306,7 @@ def _new_scratch() -> str:
     return tempfile.mkdtemp(prefix="xaibench-worker-")
 
 
-def _remove_scratch(scratch: str | None) -> None:
+def remove_scratch(scratch: str | None) -> None:
     """Remove a worker's scratch folder, whatever permissions it left on what it made there."""
     if scratch is None:
         return
@@ -483,8 +483,9 @@ class OutputForwarder:
     LINE_LIMIT = 2000
     PREFIX = "[worker] "
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, prefix: str = PREFIX) -> None:
         self.fd = fd
+        self.prefix = prefix
         self.thread = threading.Thread(target=self._run, name="xaibench-worker-output", daemon=True)
         self.thread.start()
 
@@ -515,7 +516,7 @@ class OutputForwarder:
     def _write(self, raw: bytes) -> None:
         text = escape_output(raw.decode("utf-8", "replace"), self.LINE_LIMIT)
         with contextlib.suppress(Exception):  # a closed or replaced stderr must not end the thread early
-            sys.stderr.write(f"{self.PREFIX}{text}\n")
+            sys.stderr.write(f"{self.prefix}{text}\n")
             sys.stderr.flush()
 
     def join(self, seconds: float) -> None:

@@ -1,0 +1,206 @@
+"""Issue 25 item 1 (metrics): a metric of a third-party distribution is scored in a worker process
+of its own, never in the runner's (xaibench/runner/metric_worker.py).
+
+The runner's registry holds a hand-made stand-in for each metric of a distribution written to a
+temporary site folder (class data only, ``remote_distribution`` naming the distribution), as the
+runner's catalogue will; the worker imports the distribution for real. Each test drives a small
+run (``shapes``, ``gradient``, CPU) and reads the records.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xaibench import hookimpl
+from xaibench.api import Metric
+from xaibench.metrics.faithfulness.curves import Deletion
+from xaibench.plugins import manager
+from xaibench.runner.run import RunConfig, run
+
+DIST = "xb-remote-metrics"
+MODULE = "xb_remote_metrics"
+BROKEN = "xb-broken-metrics"
+CODE = """
+    import os
+    import time
+
+    import numpy as np
+    import torch
+
+    import xaibench.runner.evaluate
+    from xaibench import hookimpl
+    from xaibench.api import Metric, MetricOutput
+    from xaibench.metrics.faithfulness.curves import Deletion
+
+
+    class RemoteDeletion(Deletion):
+        name = "remote-deletion"
+
+
+    class Vandal(Metric):
+        name = "vandal"
+        needs = ("model",)
+
+        def score(self, batch):
+            with torch.no_grad():
+                for p in batch.model.module.parameters():
+                    p.mul_(0.5).add_(1.0)  # the weights, changed in place
+            batch.model.module.register_forward_hook(lambda module, args, out: out * 0 + 1)
+            xaibench.runner.evaluate.score_batch = lambda *a, **k: None  # a runner function, patched
+            torch.set_num_threads(2)
+            return MetricOutput(values=np.ones(len(batch.samples)), reasons=[None] * len(batch.samples))
+
+
+    class Exits(Metric):
+        name = "exits"
+
+        def score(self, batch):
+            os._exit(0)
+
+
+    class Loops(Metric):
+        name = "loops"
+
+        def score(self, batch):
+            while True:
+                time.sleep(0.05)
+
+
+    @hookimpl
+    def register_metrics(register):
+        for cls in (RemoteDeletion, Vandal, Exits, Loops):
+            register(cls)
+"""
+BROKEN_CODE = """
+    raise RuntimeError("this metric plugin cannot be imported")
+"""
+DECLARED = ("version", "family", "direction", "ranking", "default", "unit", "explanation_kinds", "needs")
+
+
+def _distribution(site: Path, name: str, module: str, code: str) -> None:
+    (site / f"{module}.py").write_text(textwrap.dedent(code))
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[xaibench]\n{module.removeprefix('xb_')} = {module}\n")
+
+
+def _stand_in(name: str, distribution: str, like: type[Metric] = Metric, **attrs: Any) -> type[Metric]:
+    """A stand-in metric class: the class data its plugin declares, none of its code."""
+    data = {key: getattr(like, key) for key in DECLARED}
+    data.update(default_params=dict(like.default_params), param_specs=dict(like.param_specs))
+    data.update(attrs, name=name, remote_distribution=distribution)
+    return type(f"StandIn_{name.replace('-', '_')}", (Metric,), data)
+
+
+class _StandIns:
+    """The plugin object that registers the stand-ins in the runner's registry."""
+
+    def __init__(self, classes: list[type[Metric]]) -> None:
+        self.classes = classes
+
+    @hookimpl
+    def register_metrics(self, register: Any) -> None:
+        for cls in self.classes:
+            register(cls)
+
+
+@pytest.fixture()
+def remote(tmp_path: Path, registry: manager.Registry, monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
+    """The runner's registry (built before the site folder exists) with the stand-ins added."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _distribution(site, DIST, MODULE, CODE)
+    _distribution(site, BROKEN, "xb_broken_metrics", BROKEN_CODE)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delenv("XAIBENCH_DISABLE_PLUGINS", raising=False)
+    # the workers load only these two distributions (the built-ins always): a faster start
+    monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", "remote_metrics,broken_metrics")
+    classes = [
+        _stand_in("remote-deletion", DIST, Deletion),
+        _stand_in("vandal", DIST, needs=("model",)),
+        _stand_in("exits", DIST),
+        _stand_in("loops", DIST),
+    ]
+    registry.add_plugin(_StandIns(classes), name="remote-stand-ins", distribution=(DIST, "1.0"))
+    registry.add_plugin(_StandIns([_stand_in("broken", BROKEN)]), name="broken-stand-ins", distribution=(BROKEN, "1.0"))
+    assert registry.plugins["remote-stand-ins"].ok and registry.plugins["broken-stand-ins"].ok
+    return registry
+
+
+def _run(registry: manager.Registry, workdir: Path, metrics: list[str], **options: Any) -> list[dict[str, Any]]:
+    config = RunConfig(
+        explainers=["gradient"],
+        tracks=["shapes"],
+        metrics=metrics,
+        limit=options.pop("limit", 2),
+        workdir=workdir,
+        device="cpu",
+        progress=False,
+        examples=0,
+        **options,
+    )
+    run(config, registry)
+    path = workdir / "results" / "shapes.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _by_metric(records: list[dict[str, Any]], metric: str) -> dict[str, dict[str, Any]]:
+    return {r["sample_id"]: r for r in records if r["metric"] == metric}
+
+
+def _comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without what legitimately varies between runs: timings and the integrity tag (keyed per workdir)."""
+    return {k: v for k, v in record.items() if k not in ("wall_time_s", "integrity")}
+
+
+def test_a_remote_metric_gives_the_in_process_values_bit_for_bit(tmp_path: Path, remote: manager.Registry) -> None:
+    records = _run(remote, tmp_path / "w", ["deletion", "remote-deletion"])
+    here, there = _by_metric(records, "deletion"), _by_metric(records, "remote-deletion")
+    assert len(here) == len(there) == 2
+    for sid, record in here.items():
+        other = there[sid]
+        assert record["value"] is not None and other["value"] == record["value"]  # bit-identical floats
+        assert other["na_reason"] is None
+        assert other["curve"] == record["curve"]
+        assert other["forward_passes"] == record["forward_passes"] > 0
+        assert other["wall_time_s"] > 0
+        assert set(other) == set(record)  # the same record shape
+    assert MODULE not in sys.modules  # the runner never imported the metric's plugin
+
+
+def test_a_model_mutating_metric_changes_nothing_the_other_metrics_see(
+    tmp_path: Path, remote: manager.Registry
+) -> None:
+    options = {"limit": 4, "metric_batch": 2}  # two batches: what batch 1 did would show in batch 2
+    clean = _run(remote, tmp_path / "clean", ["deletion", "iou"], **options)
+    hostile = _run(remote, tmp_path / "hostile", ["vandal", "deletion", "iou"], **options)
+    assert [r["value"] for r in _by_metric(hostile, "vandal").values()] == [1.0] * 4  # it did run
+    for metric in ("deletion", "iou"):
+        before, after = _by_metric(clean, metric), _by_metric(hostile, metric)
+        assert len(before) == 4
+        assert {k: _comparable(v) for k, v in after.items()} == {k: _comparable(v) for k, v in before.items()}
+    assert MODULE not in sys.modules
+
+
+def test_a_worker_that_exits_hangs_or_cannot_import_gives_na_and_the_run_goes_on(
+    tmp_path: Path, remote: manager.Registry, capfd: pytest.CaptureFixture[str]
+) -> None:
+    records = _run(remote, tmp_path / "w", ["iou", "exits", "loops", "broken", "remote-deletion"], timeout=4)
+    reasons = {m: {r["na_reason"] for r in _by_metric(records, m).values()} for m in ("exits", "loops", "broken")}
+    assert reasons["exits"] == {"metric worker exited with status 0"}
+    assert reasons["loops"] == {"metric worker timed out after 4 s"}
+    (broken,) = reasons["broken"]
+    assert broken.startswith(f"metric plugin {BROKEN} failed to load: RuntimeError: this metric plugin cannot")
+    assert "\n" not in broken
+    for metric in ("iou", "remote-deletion"):  # the others, and the restarted worker, still scored
+        assert all(r["value"] is not None for r in _by_metric(records, metric).values())
+    assert {MODULE, "xb_broken_metrics"}.isdisjoint(sys.modules)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err
