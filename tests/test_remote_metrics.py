@@ -20,8 +20,10 @@ import pytest
 from xaibench import hookimpl
 from xaibench.api import Metric
 from xaibench.metrics.faithfulness.curves import Deletion
+from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.plugins import manager
 from xaibench.runner.run import RunConfig, run
+from xaibench.runner.sandbox import sandbox_enabled, sandbox_status
 
 DIST = "xb-remote-metrics"
 MODULE = "xb_remote_metrics"
@@ -37,10 +39,15 @@ CODE = """
     from xaibench import hookimpl
     from xaibench.api import Metric, MetricOutput
     from xaibench.metrics.faithfulness.curves import Deletion
+    from xaibench.metrics.other.sensitivity import MaxSensitivity
 
 
     class RemoteDeletion(Deletion):
         name = "remote-deletion"
+
+
+    class RemoteSensitivity(MaxSensitivity):  # re-runs the explainer: through the runner
+        name = "remote-sensitivity"
 
 
     class Vandal(Metric):
@@ -57,11 +64,43 @@ CODE = """
             return MetricOutput(values=np.ones(len(batch.samples)), reasons=[None] * len(batch.samples))
 
 
+    class Escaper(Metric):
+        name = "escaper"
+
+        def score(self, batch):  # 1.0 when it could write beside its own module, outside its scratch
+            try:
+                with open(os.path.join(os.path.dirname(__file__), "escaped.txt"), "w") as fh:
+                    fh.write("out")
+                value = 1.0
+            except OSError:
+                value = 0.0
+            return MetricOutput(values=np.full(len(batch.samples), value), reasons=[None] * len(batch.samples))
+
+
     class Exits(Metric):
         name = "exits"
 
         def score(self, batch):
+            print("\\x1b[2Jscreen wiped", flush=True)
             os._exit(0)
+
+
+    class Forger(Metric):
+        name = "forger"
+
+        def score(self, batch):  # writes a frame header of 1 TiB on the runner's pipe
+            import fcntl
+            import stat
+            import struct
+
+            for fd in map(int, os.listdir("/proc/self/fd")):
+                try:
+                    mode, flags = os.fstat(fd).st_mode, fcntl.fcntl(fd, fcntl.F_GETFL)
+                    if fd > 2 and stat.S_ISFIFO(mode) and flags & os.O_ACCMODE == os.O_WRONLY:
+                        os.write(fd, struct.pack("<Q", 1 << 40))
+                except OSError:
+                    pass
+            time.sleep(60)
 
 
     class Loops(Metric):
@@ -74,7 +113,7 @@ CODE = """
 
     @hookimpl
     def register_metrics(register):
-        for cls in (RemoteDeletion, Vandal, Exits, Loops):
+        for cls in (RemoteDeletion, RemoteSensitivity, Vandal, Escaper, Exits, Forger, Loops):
             register(cls)
 """
 BROKEN_CODE = """
@@ -124,8 +163,11 @@ def remote(tmp_path: Path, registry: manager.Registry, monkeypatch: pytest.Monke
     monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", "remote_metrics,broken_metrics")
     classes = [
         _stand_in("remote-deletion", DIST, Deletion),
+        _stand_in("remote-sensitivity", DIST, MaxSensitivity),
         _stand_in("vandal", DIST, needs=("model",)),
+        _stand_in("escaper", DIST),
         _stand_in("exits", DIST),
+        _stand_in("forger", DIST),
         _stand_in("loops", DIST),
     ]
     registry.add_plugin(_StandIns(classes), name="remote-stand-ins", distribution=(DIST, "1.0"))
@@ -161,12 +203,13 @@ def _comparable(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_remote_metric_gives_the_in_process_values_bit_for_bit(tmp_path: Path, remote: manager.Registry) -> None:
-    records = _run(remote, tmp_path / "w", ["deletion", "remote-deletion"])
-    here, there = _by_metric(records, "deletion"), _by_metric(records, "remote-deletion")
-    assert len(here) == len(there) == 2
-    for sid, record in here.items():
-        other = there[sid]
-        assert record["value"] is not None and other["value"] == record["value"]  # bit-identical floats
+    records = _run(remote, tmp_path / "w", ["deletion", "remote-deletion", "max_sensitivity", "remote-sensitivity"])
+    pairs = [("deletion", "remote-deletion"), ("max_sensitivity", "remote-sensitivity")]
+    assert len(records) == 4 * 2
+    for _sid, record, other in (
+        (s, r, _by_metric(records, b)[s]) for a, b in pairs for s, r in _by_metric(records, a).items()
+    ):
+        assert other["value"] == record["value"] is not None, other["na_reason"]  # bit-identical floats
         assert other["na_reason"] is None
         assert other["curve"] == record["curve"]
         assert other["forward_passes"] == record["forward_passes"] > 0
@@ -180,8 +223,11 @@ def test_a_model_mutating_metric_changes_nothing_the_other_metrics_see(
 ) -> None:
     options = {"limit": 4, "metric_batch": 2}  # two batches: what batch 1 did would show in batch 2
     clean = _run(remote, tmp_path / "clean", ["deletion", "iou"], **options)
-    hostile = _run(remote, tmp_path / "hostile", ["vandal", "deletion", "iou"], **options)
+    hostile = _run(remote, tmp_path / "hostile", ["vandal", "escaper", "deletion", "iou"], **options)
     assert [r["value"] for r in _by_metric(hostile, "vandal").values()] == [1.0] * 4  # it did run
+    if sandbox_enabled() and sandbox_status().startswith("landlock"):  # the worker writes only its scratch
+        assert [r["value"] for r in _by_metric(hostile, "escaper").values()] == [0.0] * 4
+        assert not (tmp_path / "site" / "escaped.txt").exists()
     for metric in ("deletion", "iou"):
         before, after = _by_metric(clean, metric), _by_metric(hostile, metric)
         assert len(before) == 4
@@ -189,18 +235,27 @@ def test_a_model_mutating_metric_changes_nothing_the_other_metrics_see(
     assert MODULE not in sys.modules
 
 
-def test_a_worker_that_exits_hangs_or_cannot_import_gives_na_and_the_run_goes_on(
+def test_a_worker_that_exits_or_cannot_import_gives_na_in_one_line_and_the_run_goes_on(
     tmp_path: Path, remote: manager.Registry, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    records = _run(remote, tmp_path / "w", ["iou", "exits", "loops", "broken", "remote-deletion"], timeout=4)
-    reasons = {m: {r["na_reason"] for r in _by_metric(records, m).values()} for m in ("exits", "loops", "broken")}
+    records = _run(remote, tmp_path / "w", ["iou", "exits", "forger", "broken", "remote-deletion"])
+    reasons = {m: {r["na_reason"] for r in _by_metric(records, m).values()} for m in ("exits", "forger", "broken")}
     assert reasons["exits"] == {"metric worker exited with status 0"}
-    assert reasons["loops"] == {"metric worker timed out after 4 s"}
+    (forged,) = reasons["forger"]
+    assert forged.startswith(f"metric worker replied garbage: a reply of {1 << 40} bytes exceeds the limit")
     (broken,) = reasons["broken"]
     assert broken.startswith(f"metric plugin {BROKEN} failed to load: RuntimeError: this metric plugin cannot")
     assert "\n" not in broken
-    for metric in ("iou", "remote-deletion"):  # the others, and the restarted worker, still scored
+    for metric in ("iou", "remote-deletion"):  # the others, and the restarted worker, still score
         assert all(r["value"] is not None for r in _by_metric(records, metric).values())
     assert {MODULE, "xb_broken_metrics"}.isdisjoint(sys.modules)
     err = capfd.readouterr().err
     assert "Traceback" not in err
+    assert "[metric worker] \\x1b[2Jscreen wiped" in err.splitlines()  # escaped, marked as the worker's
+    assert "\x1b" not in err
+
+
+def test_a_worker_that_overruns_the_timeout_is_killed_and_gives_na(tmp_path: Path, remote: manager.Registry) -> None:
+    records = _run(remote, tmp_path / "w", ["iou", "loops"], timeout=3)
+    assert {r["na_reason"] for r in _by_metric(records, "loops").values()} == {"metric worker timed out after 3 s"}
+    assert all(r["value"] is not None for r in _by_metric(records, "iou").values())
