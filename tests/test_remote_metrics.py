@@ -15,15 +15,18 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from xaibench import hookimpl
-from xaibench.api import Metric
+from xaibench.api import Metric, TrackSpec
 from xaibench.metrics.faithfulness.curves import Deletion
 from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.plugins import manager
 from xaibench.runner.run import RunConfig, run
 from xaibench.runner.sandbox import sandbox_enabled, sandbox_status
+from xaibench.runner.score import score_folder
+from xaibench.runner.track import load_track
 
 DIST = "xb-remote-metrics"
 MODULE = "xb_remote_metrics"
@@ -259,3 +262,16 @@ def test_a_worker_that_overruns_the_timeout_is_killed_and_gives_na(tmp_path: Pat
     records = _run(remote, tmp_path / "w", ["iou", "loops"], timeout=3)
     assert {r["na_reason"] for r in _by_metric(records, "loops").values()} == {"metric worker timed out after 3 s"}
     assert all(r["value"] is not None for r in _by_metric(records, "iou").values())
+
+
+def test_xaibench_score_scores_a_remote_metric_in_its_worker_too(tmp_path: Path, remote: manager.Registry) -> None:
+    track = load_track(TrackSpec(name="shapes", dataset="shapes", model="shapes-cnn"), remote, limit=3)
+    maps = tmp_path / "maps"
+    maps.mkdir()
+    rng = np.random.default_rng(0)
+    for sample in track.samples:
+        np.save(maps / f"{sample.id}.npy", rng.random(track.input_size).astype(np.float32))
+    scored = score_folder(remote, "shapes", maps, "shapes-cnn", ["deletion", "remote-deletion"])["metrics"]
+    here, there = scored["deletion"]["per_sample"], scored["remote-deletion"]["per_sample"]
+    assert there == here and sum(v is not None for v in here.values()) == 3
+    assert MODULE not in sys.modules

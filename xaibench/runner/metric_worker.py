@@ -325,7 +325,6 @@ class _Child:
         os.set_blocking(self.to_child, False)
         self.distribution = distribution
         self.threads = threads
-        self.started = False
 
     def start(self, deadline: float) -> str | None:
         """Send the start message and wait for ``ready``; the child's own reason when it could
@@ -336,7 +335,6 @@ class _Child:
             deadline,
         )
         reply = read_frame(self.from_child, deadline)
-        self.started = True
         if isinstance(reply, dict) and reply.get("op") == "ready":
             return None
         if isinstance(reply, dict) and reply.get("op") == "failed" and isinstance(reply.get("reason"), str):
