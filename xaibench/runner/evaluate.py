@@ -6,10 +6,11 @@ identical values from both. Records are made from these scores in :mod:`xaibench
 
 A metric whose class is a stand-in for a third-party distribution
 (:func:`~xaibench.plugins.manager.remote_distribution`) is never scored in this process: its
-batches go to that distribution's worker process (:class:`~xaibench.runner.metric_worker.
-MetricWorkers`), which rebuilds the batch from data and runs the same :func:`score_batch`; the
-records come out the same shape. Every other metric (the built-ins, and third-party code that
-this process imported, which only the in-process tests do) is scored here.
+batches go to that distribution's worker process
+(:class:`~xaibench.runner.metric_worker.MetricWorkers`), which rebuilds the batch from data and
+runs the same :func:`score_batch`; the records come out the same shape. Every other metric (the
+built-ins, and third-party code that this process imported, which only the in-process tests do)
+is scored here.
 """
 
 from __future__ import annotations
