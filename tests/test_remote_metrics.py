@@ -80,6 +80,17 @@ CODE = """
             return MetricOutput(values=np.full(len(batch.samples), value), reasons=[None] * len(batch.samples))
 
 
+    class Spawner(Metric):
+        name = "spawner"
+
+        def score(self, batch):  # leaves a daemon behind, its pid as the value
+            import subprocess
+
+            pid = subprocess.Popen(["sleep", "600"], start_new_session=True).pid
+            n = len(batch.samples)
+            return MetricOutput(values=np.full(n, float(pid)), reasons=[None] * n)
+
+
     class Exits(Metric):
         name = "exits"
 
@@ -116,7 +127,7 @@ CODE = """
 
     @hookimpl
     def register_metrics(register):
-        for cls in (RemoteDeletion, RemoteSensitivity, Vandal, Escaper, Exits, Forger, Loops):
+        for cls in (RemoteDeletion, RemoteSensitivity, Vandal, Escaper, Spawner, Exits, Forger, Loops):
             register(cls)
 """
 BROKEN_CODE = """
@@ -169,6 +180,7 @@ def remote(tmp_path: Path, registry: manager.Registry, monkeypatch: pytest.Monke
         _stand_in("remote-sensitivity", DIST, MaxSensitivity),
         _stand_in("vandal", DIST, needs=("model",)),
         _stand_in("escaper", DIST),
+        _stand_in("spawner", DIST),
         _stand_in("exits", DIST),
         _stand_in("forger", DIST),
         _stand_in("loops", DIST),
@@ -226,11 +238,13 @@ def test_a_model_mutating_metric_changes_nothing_the_other_metrics_see(
 ) -> None:
     options = {"limit": 4, "metric_batch": 2}  # two batches: what batch 1 did would show in batch 2
     clean = _run(remote, tmp_path / "clean", ["deletion", "iou"], **options)
-    hostile = _run(remote, tmp_path / "hostile", ["vandal", "escaper", "deletion", "iou"], **options)
+    hostile = _run(remote, tmp_path / "hostile", ["vandal", "escaper", "spawner", "deletion", "iou"], **options)
     assert [r["value"] for r in _by_metric(hostile, "vandal").values()] == [1.0] * 4  # it did run
     if sandbox_enabled() and sandbox_status().startswith("landlock"):  # the worker writes only its scratch
         assert [r["value"] for r in _by_metric(hostile, "escaper").values()] == [0.0] * 4
         assert not (tmp_path / "site" / "escaped.txt").exists()
+    pids = {int(r["value"]) for r in _by_metric(hostile, "spawner").values()}
+    assert len(pids) == 2 and not any(Path(f"/proc/{pid}").exists() for pid in pids)  # killed after each batch
     for metric in ("deletion", "iou"):
         before, after = _by_metric(clean, metric), _by_metric(hostile, metric)
         assert len(before) == 4

@@ -4,7 +4,9 @@ Started as ``python -m xaibench.runner.metric_child SCRATCH PARENT_PID`` with pi
 stdout. Before it imports torch or any plugin (this module imports only the standard library and
 :mod:`xaibench.runner.sandbox`), it:
 
-1. asks to be killed with its parent (``PR_SET_PDEATHSIG``, Linux) and ends if that is gone;
+1. asks to be killed with its parent (``PR_SET_PDEATHSIG``, Linux) and ends if that is gone, and
+   becomes a subreaper (``PR_SET_CHILD_SUBREAPER``): every process a metric started and left
+   behind is killed after each batch;
 2. keeps its stdin and stdout for the runner's messages and points fds 0 and 1 elsewhere
    (``/dev/null`` and its stderr), so a plugin's ``print`` cannot forge a reply;
 3. makes ``SCRATCH`` its ``TMPDIR`` and enters the worker sandbox
@@ -29,12 +31,18 @@ from pathlib import Path
 from xaibench.runner.sandbox import OFF_VARIABLE, SandboxError, enter_sandbox, sandbox_enabled, worker_writable
 
 SANDBOX_FAILED = 70  # the exit status of a child that could not enter its sandbox
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _die_with_parent(parent: int) -> None:
+    """Get ``SIGKILL`` when the runner ends, and be the reaper of what the metric leaves behind
+    (daemons that called ``setsid`` included: they become this process's children, killed after
+    every batch)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(0)
 

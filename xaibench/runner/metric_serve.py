@@ -4,7 +4,8 @@ Imported by :mod:`xaibench.runner.metric_child` only once the child is in its sa
 the ``start`` message (the distribution, the runner's ``sys.path`` and torch thread count), builds
 its own registry, imports the distribution for real
 (:meth:`~xaibench.plugins.manager.Registry.materialise`) and answers ``ready`` (or ``failed`` with
-the reason), then serves ``score`` requests until its stdin closes. Each request gets a fresh deep
+the reason), then serves ``score`` requests until its stdin closes, killing whatever processes a
+metric left running after each. Each request gets a fresh deep
 copy of the track's model (rebuilt once from its :class:`~xaibench.runner.executors.ModelSpec` and
 checked against its identity), its own :class:`~xaibench.api.ForwardCounter` with the runner's
 forward batch size (images per forward pass), torch's globals reset, and the runner's isolated
@@ -29,6 +30,7 @@ from xaibench.runner import wire
 from xaibench.runner.evaluate import score_batch
 from xaibench.runner.executors import ExplainerFailed, ModelSpec, WorkerState, plain_reply
 from xaibench.runner.metric_worker import WorkerFailed, read_frame, sample_from_data, write_frame
+from xaibench.runner.workers import kill_orphans
 
 
 def serve(inbox: int, outbox: int) -> None:
@@ -44,6 +46,7 @@ def serve(inbox: int, outbox: int) -> None:
         except WorkerFailed:  # the runner closed the pipe: the run is over
             return
         write_frame(outbox, server.score(message, inbox, outbox))
+        kill_orphans(())  # what the metric started and left running (this process is a subreaper)
 
 
 class _Server:

@@ -239,7 +239,7 @@ def _zygote_main(
     It is the subreaper of its workers' descendants: a process a worker started and left (a
     daemon, even one that called ``setsid`` and so left the worker's process group) becomes the
     zygote's child when its parent ends, and is killed when any worker ends and when the zygote
-    stops (:func:`_kill_orphans`). With ``sandboxed``, each worker gets a scratch folder of its
+    stops (:func:`kill_orphans`). With ``sandboxed``, each worker gets a scratch folder of its
     own, removed when it ends, and enters the sandbox in it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent)
@@ -259,7 +259,7 @@ def _zygote_main(
             for process in ended:
                 children.pop(process.pid)
             if ended:
-                _kill_orphans(children)
+                kill_orphans(children)
             for process in ended:
                 remove_scratch(scratches.pop(process.pid, None))
                 events.send(("exit", process.pid, process.exitcode))
@@ -296,7 +296,7 @@ def _zygote_main(
     finally:
         for process in children.values():
             _kill_group(process.pid)
-        _kill_orphans({})  # the workers too: killed and reaped
+        kill_orphans({})  # the workers too: killed and reaped
         for scratch in scratches.values():
             remove_scratch(scratch)
 
@@ -340,7 +340,7 @@ def _children() -> list[int]:
     return found
 
 
-def _kill_orphans(workers: Collection[int], rounds: int = 100) -> None:
+def kill_orphans(workers: Collection[int], rounds: int = 100) -> None:
     """SIGKILL and reap every child of this process that is not one of ``workers``: the zygote is
     a subreaper, so these are processes that workers started and left behind. Repeated, since an
     orphan's own children become ours when it dies."""
