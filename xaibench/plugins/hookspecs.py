@@ -12,9 +12,13 @@ A plugin module marks its functions with ``xaibench.hookimpl``::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pluggy
 
-from xaibench.api import Register
+if TYPE_CHECKING:  # `import xaibench` stays free of numpy, whose BLAS starts threads: the metric
+    # worker (runner/metric_child.py) must be single-threaded when it enters its sandbox
+    from xaibench.api import Register
 
 PROJECT = "xaibench"
 hookspec = pluggy.HookspecMarker(PROJECT)

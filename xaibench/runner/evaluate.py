@@ -3,6 +3,14 @@
 The one scoring path of ``xaibench run`` and ``xaibench score``: the same batches, the same
 metric seed (``derive_seed(seed, "metrics")``) and the same n/a rules, so identical maps get
 identical values from both. Records are made from these scores in :mod:`xaibench.runner.records`.
+
+A metric whose class is a stand-in for a third-party distribution
+(:func:`~xaibench.plugins.manager.remote_distribution`) is never scored in this process: its
+batches go to that distribution's worker process
+(:class:`~xaibench.runner.metric_worker.MetricWorkers`), which rebuilds the batch from data and
+runs the same :func:`score_batch`; the records come out the same shape. Every other metric (the
+built-ins, and third-party code that this process imported, which only the in-process tests do)
+is scored here.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from xaibench.api import Explainer, Metric, MetricInput, MetricOutput
+from xaibench.plugins.manager import remote_distribution
+from xaibench.runner.metric_worker import MetricWorkers
 from xaibench.runner.track import TrackContext
 from xaibench.seeds import derive_seed
 
@@ -71,6 +81,8 @@ def score_track(
     kind: str = "saliency",
     batch_size: int = 16,
     wanted: Callable[[Metric, str], bool] | None = None,
+    workers: MetricWorkers | None = None,
+    timeout: float | None = None,
 ) -> Iterator[list[SampleScore]]:
     """Yield the scores of every (metric, sample) that is ``wanted`` (default: all), one list per batch.
 
@@ -78,7 +90,35 @@ def score_track(
     reason, first. The others are scored in track order, ``batch_size`` samples at a time (maps
     of different sizes, possible only in ``xaibench score`` without a model, go in separate
     batches). A metric that raises gives n/a for that batch with its error; the others go on.
+
+    Stand-in metrics of third-party distributions are scored by ``workers`` (the run's, kept
+    across tracks); without it, by metric workers started here (each batch limited to
+    ``timeout`` seconds) and stopped when the iteration ends.
     """
+    own = None
+    if workers is None and any(remote_distribution(m) is not None for m in metrics):
+        workers = own = MetricWorkers(timeout=timeout)
+    try:
+        yield from _score_track(
+            track, metrics, explanations, failures, explainer, seed, kind, batch_size, wanted, workers
+        )
+    finally:
+        if own is not None:
+            own.close()
+
+
+def _score_track(
+    track: TrackContext,
+    metrics: Sequence[Metric],
+    explanations: Mapping[str, Explanation],
+    failures: Mapping[str, str],
+    explainer: Explainer | None,
+    seed: int,
+    kind: str,
+    batch_size: int,
+    wanted: Callable[[Metric, str], bool] | None,
+    workers: MetricWorkers | None,
+) -> Iterator[list[SampleScore]]:
     want = wanted or (lambda metric, sample_id: True)
     index = track.sample_index()
     ids = [s.id for s in track.samples]
@@ -108,7 +148,7 @@ def score_track(
                 seed=metrics_seed(seed),
             )
             for metric in pending:
-                scores += _score_metric(track, metric, batch, group, kind, want)
+                scores += _score_metric(track, metric, batch, group, kind, want, workers)
         if scores:
             yield scores
 
@@ -130,10 +170,17 @@ def _score_metric(
     group: list[str],
     kind: str,
     want: Callable[[Metric, str], bool],
+    workers: MetricWorkers | None,
 ) -> list[SampleScore]:
+    """``metric``'s scores of ``group``: in its worker when it is a stand-in, else here. The wall
+    time (seconds per sample, the worker's round trip included) and forward passes (images per
+    sample; a worker reports its own count) are measured here."""
     started = time.perf_counter()
     before = track.forward.images if track.forward is not None else 0
-    output = score_batch(metric, batch, kind)
+    if workers is not None and remote_distribution(metric) is not None:
+        output = workers.score(metric, batch, kind, track)
+    else:
+        output = score_batch(metric, batch, kind)
     seconds = (time.perf_counter() - started) / len(group)
     after = track.forward.images if track.forward is not None else 0
     passes = output.forward_passes or (after - before)

@@ -34,6 +34,7 @@ from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
 from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
+from xaibench.runner.metric_worker import MetricWorkers
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import (
     RecordMaker,
@@ -229,6 +230,8 @@ class Runner:
         except BaseException:
             self.close()
             raise
+        # third-party metrics are scored in worker processes of their own (runner/metric_worker.py)
+        self.metric_workers = MetricWorkers(timeout=config.timeout, threads=config.threads)
         self.environment = environment(self.device)
         # what confines the workers (sandbox.py); "none" for Ray and in-process executors
         self.environment["sandbox"] = getattr(self.executor, "sandbox", "none")
@@ -248,8 +251,12 @@ class Runner:
         self.close()
 
     def close(self) -> None:
-        """Stop the executor's workers (and a Ray instance it started); safe to call twice."""
+        """Stop the executor's workers (and a Ray instance it started) and the metric workers; safe
+        to call twice."""
         self.executor.close()
+        workers = getattr(self, "metric_workers", None)
+        if workers is not None:
+            workers.close()
 
     def load(self, spec: TrackSpec) -> TrackContext:
         """Load the track ``spec`` ahead of :meth:`run` (which then uses it rather than loading it
@@ -430,6 +437,7 @@ class Runner:
             kind=state.explainer.kind,
             batch_size=self.config.metric_batch,
             wanted=lambda metric, sample_id: records.key(metric, sample_id) not in store,
+            workers=self.metric_workers,
         ):
             store.append([records.record(s, index) for s in scores])
             self.progress.advance(task, len(scores))

@@ -239,7 +239,7 @@ def _zygote_main(
     It is the subreaper of its workers' descendants: a process a worker started and left (a
     daemon, even one that called ``setsid`` and so left the worker's process group) becomes the
     zygote's child when its parent ends, and is killed when any worker ends and when the zygote
-    stops (:func:`_kill_orphans`). With ``sandboxed``, each worker gets a scratch folder of its
+    stops (:func:`kill_orphans`). With ``sandboxed``, each worker gets a scratch folder of its
     own, removed when it ends, and enters the sandbox in it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent)
@@ -259,9 +259,9 @@ def _zygote_main(
             for process in ended:
                 children.pop(process.pid)
             if ended:
-                _kill_orphans(children)
+                kill_orphans(children)
             for process in ended:
-                _remove_scratch(scratches.pop(process.pid, None))
+                remove_scratch(scratches.pop(process.pid, None))
                 events.send(("exit", process.pid, process.exitcode))
             if control in ready:
                 try:
@@ -296,9 +296,9 @@ def _zygote_main(
     finally:
         for process in children.values():
             _kill_group(process.pid)
-        _kill_orphans({})  # the workers too: killed and reaped
+        kill_orphans({})  # the workers too: killed and reaped
         for scratch in scratches.values():
-            _remove_scratch(scratch)
+            remove_scratch(scratch)
 
 
 def _new_scratch() -> str:
@@ -306,7 +306,7 @@ def _new_scratch() -> str:
     return tempfile.mkdtemp(prefix="xaibench-worker-")
 
 
-def _remove_scratch(scratch: str | None) -> None:
+def remove_scratch(scratch: str | None) -> None:
     """Remove a worker's scratch folder, whatever permissions it left on what it made there."""
     if scratch is None:
         return
@@ -340,7 +340,7 @@ def _children() -> list[int]:
     return found
 
 
-def _kill_orphans(workers: Collection[int], rounds: int = 100) -> None:
+def kill_orphans(workers: Collection[int], rounds: int = 100) -> None:
     """SIGKILL and reap every child of this process that is not one of ``workers``: the zygote is
     a subreaper, so these are processes that workers started and left behind. Repeated, since an
     orphan's own children become ours when it dies."""
@@ -483,8 +483,9 @@ class OutputForwarder:
     LINE_LIMIT = 2000
     PREFIX = "[worker] "
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, prefix: str = PREFIX) -> None:
         self.fd = fd
+        self.prefix = prefix
         self.thread = threading.Thread(target=self._run, name="xaibench-worker-output", daemon=True)
         self.thread.start()
 
@@ -515,7 +516,7 @@ class OutputForwarder:
     def _write(self, raw: bytes) -> None:
         text = escape_output(raw.decode("utf-8", "replace"), self.LINE_LIMIT)
         with contextlib.suppress(Exception):  # a closed or replaced stderr must not end the thread early
-            sys.stderr.write(f"{self.PREFIX}{text}\n")
+            sys.stderr.write(f"{self.prefix}{text}\n")
             sys.stderr.flush()
 
     def join(self, seconds: float) -> None:

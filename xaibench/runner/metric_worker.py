@@ -1,0 +1,458 @@
+"""Metrics of third-party distributions, scored in a worker process of their own (runner side).
+
+A metric whose registered class is a stand-in for a distribution
+(:func:`~xaibench.plugins.manager.remote_distribution` is not ``None``) carries its plugin's class
+data and none of its code, so the runner cannot, and must not, call its ``score``. It is scored by
+:class:`MetricWorkers` instead: one child process per distribution
+(``python -m xaibench.runner.metric_child``, see that module), started on first use, reused for
+every batch of the run and stopped at its end. The child enters the worker sandbox before it
+imports anything but the standard library, builds its own registry, imports the distribution for
+real (:meth:`~xaibench.plugins.manager.Registry.materialise`) and rebuilds the track's model from
+its :class:`~xaibench.runner.executors.ModelSpec`. So a metric cannot change the model, the
+classes or the functions the runner and the other metrics use.
+
+**Messages are data.** Both ways a message is a length-prefixed frame (8 bytes, little-endian)
+holding bytes of :mod:`xaibench.runner.wire` (JSON header and raw arrays, no pickle); the runner
+reads at most :data:`~xaibench.runner.wire.MAX_REPLY_BYTES` per frame and checks every reply's
+shape before it builds a :class:`~xaibench.api.MetricOutput` from it. A request carries the batch
+as the metric sees it (maps or concept dicts, the samples with their ground truth, the explained
+classes, the model inputs, the seed) and the model spec; the reply carries the values, n/a
+reasons, curves, extras and the forward passes (images) the metric used.
+
+**The explainer stays where it runs.** A metric that re-runs the explainer (``batch.explainer``)
+gets a stand-in whose ``explain`` sends the inputs, classes, seed, sample ids and model identity
+(with its :class:`~xaibench.randomisation.Randomisation`, if any) back to the runner, which calls
+the run's explainer (an :class:`~xaibench.runner.executors.ExplainerHandle`: a worker of the
+executor, through the explanation cache) and answers with the maps. Time spent there is not
+counted against the metric's limit.
+
+**Failures are n/a.** A child that exits, overruns its limit (the run's ``--timeout`` per batch,
+:data:`DEFAULT_TIMEOUT` without one; its start gets at least :data:`START_SECONDS`), replies
+something that is not a valid reply, or cannot be started gives n/a for that batch with one line
+(``metric worker exited with status 0``); it is killed (its whole process group) and a fresh one
+is started for the next batch. A metric whose distribution could not be imported in the child
+gives n/a with the import's error for the rest of the run. What a child writes to its stdout or
+stderr reaches the terminal only as escaped ``[metric worker]`` lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import signal
+import site
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from xaibench.api import ExplainContext, GroundTruth, Metric, MetricInput, MetricOutput, Sample
+from xaibench.plugins.manager import remote_distribution
+from xaibench.randomisation import Randomisation, randomised_model
+from xaibench.runner import wire
+from xaibench.runner.explain import track_model_spec
+from xaibench.runner.track import TrackContext
+from xaibench.runner.workers import OutputForwarder, exit_reason, remove_scratch
+
+CHILD_MODULE = "xaibench.runner.metric_child"
+FRAME = struct.Struct("<Q")  # the length of a frame's wire bytes
+DEFAULT_TIMEOUT = 1800.0  # seconds a batch may take when the run sets no --timeout
+START_SECONDS = 120.0  # at least this long for a child to import, build its registry and start
+EXIT_WAIT_SECONDS = 5.0  # for the exit status of a child that closed its pipe
+OUTPUT_PREFIX = "[metric worker] "  # what starts each line a child writes, on the runner's stderr
+
+
+class WorkerFailed(RuntimeError):
+    """A metric worker that exited, overran its limit or replied garbage (the message says which)."""
+
+
+# ---------------------------------------------------------------------------------------- framing
+
+
+def write_frame(fd: int, message: Any, deadline: float | None = None) -> None:
+    """Send ``message`` (bytes of :func:`xaibench.runner.wire.encode`, or a value to encode) on
+    ``fd``, length first. With a ``deadline`` (``time.monotonic()`` seconds) the fd must be
+    non-blocking; past it, ``TimeoutError``; a closed pipe, :class:`WorkerFailed`."""
+    data = message if isinstance(message, bytes) else wire.encode(message)
+    view = memoryview(FRAME.pack(len(data)) + data)
+    while view:
+        if deadline is not None:
+            _wait(fd, deadline, write=True)
+        try:
+            sent = os.write(fd, view)
+        except BlockingIOError:
+            continue
+        except (BrokenPipeError, ConnectionResetError):
+            raise WorkerFailed("pipe closed") from None
+        view = view[sent:]
+
+
+def read_frame(fd: int, deadline: float | None = None, *, limit: int = wire.MAX_REPLY_BYTES) -> Any:
+    """The next message on ``fd``: its length is checked against ``limit`` before the bytes are
+    read, then they are decoded (:func:`xaibench.runner.wire.decode`). :class:`WorkerFailed` at
+    end of file or past ``deadline``; :class:`~xaibench.runner.wire.WireError` for bad bytes."""
+    (size,) = FRAME.unpack(_read_exact(fd, FRAME.size, deadline))
+    if size > limit:
+        raise wire.WireError(f"a reply of {size} bytes exceeds the limit of {limit}")
+    return wire.decode(_read_exact(fd, size, deadline))
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    left = n
+    while left:
+        if deadline is not None:
+            _wait(fd, deadline, write=False)
+        try:
+            chunk = os.read(fd, min(left, 1 << 20))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            raise WorkerFailed("pipe closed")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _wait(fd: int, deadline: float, *, write: bool) -> None:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    ready = select.select([], [fd], [], left) if write else select.select([fd], [], [], left)
+    if not any(ready):
+        raise TimeoutError
+
+
+# ---------------------------------------------------------------------------------------- data
+
+
+def sample_data(sample: Sample) -> dict[str, Any]:
+    """``sample`` as plain data for a request (its ``meta`` entries that the wire format holds)."""
+    gt = sample.ground_truth
+    meta: dict[str, Any] = {}
+    for key, value in sample.meta.items():
+        with contextlib.suppress(Exception):  # an entry the format cannot hold stays behind
+            wire.encode(value)
+            meta[str(key)] = value
+    return {
+        "id": sample.id,
+        "image": np.asarray(sample.image),
+        "label": None if sample.label is None else int(sample.label),
+        "target": None if sample.target is None else int(sample.target),
+        "ground_truth": None
+        if gt is None
+        else {"mask": gt.mask, "levels": gt.levels, "boxes": gt.boxes, "notes": list(gt.notes)},
+        "meta": meta,
+    }
+
+
+def sample_from_data(data: Mapping[str, Any]) -> Sample:
+    """The :class:`~xaibench.api.Sample` of :func:`sample_data`'s output."""
+    gt = data["ground_truth"]
+    truth = None
+    if gt is not None:
+        truth = GroundTruth(mask=gt["mask"], levels=gt["levels"], boxes=gt["boxes"], notes=tuple(gt["notes"]))
+    return Sample(
+        id=str(data["id"]),
+        image=data["image"],
+        label=data["label"],
+        ground_truth=truth,
+        target=data["target"],
+        meta=dict(data["meta"]),
+    )
+
+
+def _model_spec_data(track: TrackContext) -> dict[str, Any] | None:
+    spec = track_model_spec(track)
+    if spec is None:
+        return None
+    return {"name": spec.name, "params": dict(spec.params), "identity": spec.identity, "device": spec.device}
+
+
+def _explainer_data(explainer: Any) -> dict[str, Any] | None:
+    if explainer is None:
+        return None
+    return {
+        "name": str(getattr(explainer, "name", "")),
+        "version": str(getattr(explainer, "version", "")),
+        "kind": str(getattr(explainer, "kind", "saliency")),
+        "params": dict(getattr(explainer, "params", {}) or {}),
+    }
+
+
+def request(metric: Metric, batch: MetricInput, kind: str, track: TrackContext) -> dict[str, Any]:
+    """The ``score`` request of ``metric`` on ``batch`` (see the module doc)."""
+    inputs = batch.inputs
+    if isinstance(inputs, torch.Tensor):
+        inputs = inputs.detach().to("cpu", torch.float32).numpy()
+    forward = track.forward
+    return {
+        "op": "score",
+        "metric": metric.name,
+        "params": dict(metric.params),
+        "kind": kind,
+        "model": _model_spec_data(track),
+        "forward_batch": forward.batch_size if forward is not None else 64,
+        "saliency": None if batch.saliency is None else np.asarray(batch.saliency),
+        "concepts": None if batch.concepts is None else [dict(c) for c in batch.concepts],
+        "samples": [sample_data(s) for s in batch.samples],
+        "targets": np.asarray(batch.targets, dtype=np.int64),
+        "inputs": None if inputs is None else np.ascontiguousarray(inputs, dtype=np.float32),
+        "seed": int(batch.seed),
+        "explainer": _explainer_data(batch.explainer),
+    }
+
+
+def check_reply(reply: Any, n: int) -> MetricOutput:
+    """The :class:`~xaibench.api.MetricOutput` of a child's ``done`` reply for ``n`` samples;
+    :class:`~xaibench.runner.wire.WireError` for one that is not a valid reply."""
+    if not (isinstance(reply, dict) and reply.get("op") == "done"):
+        raise wire.WireError("not a reply to a score request")
+    values = reply.get("values")
+    if not (isinstance(values, np.ndarray) and values.shape == (n,) and values.dtype.kind in "fiub"):
+        raise wire.WireError(f"values must be {n} numbers")
+    reasons = reply.get("reasons")
+    if not (isinstance(reasons, list) and all(r is None or isinstance(r, str) for r in reasons)):
+        raise wire.WireError("reasons must be a list of strings or nulls")
+    per_sample: dict[str, list[Any] | None] = {}
+    for name in ("curves", "extras"):
+        items = reply.get(name)
+        if items is not None and not (
+            isinstance(items, list) and len(items) == n and all(i is None or isinstance(i, dict) for i in items)
+        ):
+            raise wire.WireError(f"{name} must be {n} dicts or nulls")
+        per_sample[name] = items
+    passes = reply.get("forward_passes")
+    if type(passes) is not int or passes < 0:
+        raise wire.WireError("forward_passes must be a count")
+    return MetricOutput(
+        values=values.astype(np.float64),
+        reasons=[r[:300] if r else r for r in reasons[:n]] + [None] * max(0, n - len(reasons)),
+        curves=per_sample["curves"],
+        forward_passes=passes,
+        extras=per_sample["extras"],
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _ModelRef:
+    """The model a metric's explainer call names: its identity, and its randomisation if any."""
+
+    identity: str
+    randomisation: Randomisation | None = None
+
+
+def answer_explain(message: Mapping[str, Any], explainer: Any, track: TrackContext) -> dict[str, Any]:
+    """Run ``explainer`` (the run's: an executor's handle, maybe through the cache) as a child's
+    ``explain`` message asks, on the track's model or a randomised copy of it; the maps, or
+    ``{"error": reason}``."""
+    try:
+        if explainer is None or track.model is None or track.inputs is None:
+            raise RuntimeError("no explainer is available to this metric")
+        given = message.get("randomisation")
+        model: Any = track.model
+        if given is not None:
+            r = Randomisation(str(given[0]), int(given[1]), int(given[2]), int(given[3]))
+            if r.base != track.model.identity:
+                raise RuntimeError(f"explainer asked for a copy of unknown model {r.base[:80]!r}")
+            model = randomised_model(track.model, upto=r.upto, blocks=r.blocks, seed=r.seed)
+        elif message.get("model") != track.model.identity:
+            raise RuntimeError("explainer asked for an unknown model")
+        inputs = np.asarray(message["inputs"], dtype=np.float32)
+        targets = torch.as_tensor(np.asarray(message["targets"], dtype=np.int64))
+        context = None
+        if message.get("samples") is not None:
+            index = track.sample_index()
+            ids = [str(i) for i in message["samples"]]
+            if any(i not in index for i in ids):
+                raise RuntimeError("explainer asked for samples that are not the track's")
+            context = ExplainContext(samples=[track.samples[index[i]] for i in ids])
+        out = explainer.explain(
+            model, torch.from_numpy(inputs).to(track.inputs.device), targets, seed=int(message["seed"]), context=context
+        )
+        if isinstance(out, torch.Tensor):
+            out = out.detach().cpu().numpy()
+        return {"op": "explained", "maps": out if isinstance(out, list) else np.asarray(out)}
+    except Exception as exc:  # noqa: BLE001 - the metric gets the failure, the run goes on
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return {"op": "explained", "error": f"{type(exc).__name__}: {text}"[:300]}
+
+
+# ---------------------------------------------------------------------------------------- children
+
+
+class _Child:
+    """One running metric worker: the process, its pipes, scratch folder and output forwarder."""
+
+    def __init__(self, distribution: str, threads: int) -> None:
+        self.scratch = tempfile.mkdtemp(prefix="xaibench-metric-worker-")
+        read_err, write_err = os.pipe()
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        if root not in site.getsitepackages():  # a source checkout: the child imports the same xaibench
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", CHILD_MODULE, self.scratch, str(os.getpid())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=write_err,
+                close_fds=True,
+                start_new_session=True,  # its own process group: killed as a whole
+                env=env,
+            )
+        except BaseException:
+            os.close(read_err)
+            remove_scratch(self.scratch)
+            raise
+        finally:
+            os.close(write_err)
+        self.output = OutputForwarder(read_err, prefix=OUTPUT_PREFIX)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.to_child = self.process.stdin.fileno()
+        self.from_child = self.process.stdout.fileno()
+        os.set_blocking(self.to_child, False)
+        self.distribution = distribution
+        self.threads = threads
+
+    def start(self, deadline: float) -> str | None:
+        """Send the start message and wait for ``ready``; the child's own reason when it could
+        not import the distribution, else ``None``."""
+        write_frame(
+            self.to_child,
+            {"op": "start", "distribution": self.distribution, "path": list(sys.path), "threads": self.threads},
+            deadline,
+        )
+        reply = read_frame(self.from_child, deadline)
+        if isinstance(reply, dict) and reply.get("op") == "ready":
+            return None
+        if isinstance(reply, dict) and reply.get("op") == "failed" and isinstance(reply.get("reason"), str):
+            return reply["reason"][:300]
+        raise wire.WireError("not a reply to the start message")
+
+    def ended(self) -> str:
+        """Why the child is gone: its exit status (waited for briefly), as one line."""
+        try:
+            code = self.process.wait(EXIT_WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            return "metric worker closed its pipe"
+        return "metric " + exit_reason(code)
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group, reap it, remove its scratch folder."""
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(OSError):
+                kill(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.process.wait(EXIT_WAIT_SECONDS)
+        for pipe in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(Exception):
+                if pipe is not None:
+                    pipe.close()
+        self.output.join(1.0)
+        remove_scratch(self.scratch)
+
+
+def _kill_all(children: dict[str, _Child]) -> None:
+    for child in list(children.values()):
+        child.kill()
+    children.clear()
+
+
+class MetricWorkers:
+    """The runner's client of the metric workers (see the module doc): one child per
+    distribution, started lazily, reused across batches, tracks and explainers.
+
+    ``timeout`` is the seconds one batch may take (``None`` or 0: :data:`DEFAULT_TIMEOUT`);
+    ``threads`` the torch intra-op threads of the children (the run's ``--threads``). Close it at
+    the end of the run (also done when it is garbage-collected and at interpreter exit)."""
+
+    def __init__(self, *, timeout: float | None = None, threads: int = 1) -> None:
+        self.timeout = float(timeout) if timeout else DEFAULT_TIMEOUT
+        self.threads = max(1, int(threads))
+        self.children: dict[str, _Child] = {}
+        self.broken: dict[str, str] = {}  # distribution -> why it could not be imported in a child
+        self.lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _kill_all, self.children)
+
+    def score(self, metric: Metric, batch: MetricInput, kind: str, track: TrackContext) -> MetricOutput:
+        """``metric`` (a stand-in) scored on ``batch`` in its distribution's worker; n/a for the
+        whole batch, with one line, when the worker fails (see the module doc)."""
+        n = len(batch.samples)
+        if kind not in metric.explanation_kinds:
+            return MetricOutput.not_applicable(n, f"{metric.name} does not apply to {kind} explanations")
+        distribution = remote_distribution(metric)
+        assert distribution is not None
+        if distribution in self.broken:
+            return MetricOutput.not_applicable(n, self.broken[distribution])
+        with self.lock:
+            try:
+                return self._score(distribution, metric, batch, kind, track)
+            except _NotApplicable as exc:
+                return MetricOutput.not_applicable(n, str(exc))
+
+    def _score(self, distribution: str, metric: Metric, batch: MetricInput, kind: str, track: TrackContext) -> Any:
+        n = len(batch.samples)
+        try:
+            message = wire.encode(request(metric, batch, kind, track))
+        except Exception as exc:  # noqa: BLE001 - a batch the format cannot hold
+            raise _NotApplicable(f"metric input cannot be sent to its worker: {exc}"[:300]) from None
+        child = self.children.get(distribution)
+        try:
+            if child is None:
+                child = self.children[distribution] = _Child(distribution, self.threads)
+                reason = child.start(time.monotonic() + max(self.timeout, START_SECONDS))
+                if reason is not None:
+                    self.broken[distribution] = reason
+                    self._drop(distribution)
+                    raise _NotApplicable(reason)
+            deadline = time.monotonic() + self.timeout
+            write_frame(child.to_child, message, deadline)
+            while True:
+                reply = read_frame(child.from_child, deadline)
+                if isinstance(reply, dict) and reply.get("op") == "explain":
+                    paused = time.monotonic()
+                    answer = answer_explain(reply, batch.explainer, track)
+                    deadline += time.monotonic() - paused  # the explainer's time is not the metric's
+                    write_frame(child.to_child, answer, deadline)
+                    continue
+                return check_reply(reply, n)
+        except _NotApplicable:
+            raise
+        except TimeoutError:
+            self._drop(distribution)
+            raise _NotApplicable(f"metric worker timed out after {self.timeout:g} s") from None
+        except WorkerFailed:
+            reason = child.ended() if child is not None else "metric worker could not start"
+            self._drop(distribution)
+            raise _NotApplicable(reason) from None
+        except wire.WireError as exc:
+            self._drop(distribution)
+            raise _NotApplicable(f"metric worker replied garbage: {exc}"[:300]) from None
+        except OSError as exc:
+            self._drop(distribution)
+            raise _NotApplicable(f"metric worker could not be run: {exc}"[:300]) from None
+
+    def _drop(self, distribution: str) -> None:
+        child = self.children.pop(distribution, None)
+        if child is not None:
+            child.kill()
+
+    def close(self) -> None:
+        """Stop every child (kill its process group); safe to call twice."""
+        _kill_all(self.children)
+
+
+class _NotApplicable(Exception):
+    """The batch is n/a with this reason (internal)."""
