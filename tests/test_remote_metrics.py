@@ -24,9 +24,9 @@ from xaibench.metrics.faithfulness.curves import Deletion
 from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.plugins import manager
 from xaibench.runner.run import RunConfig, run
-from xaibench.runner.sandbox import sandbox_enabled, sandbox_status
 from xaibench.runner.score import score_folder
 from xaibench.runner.track import load_track
+from xaibench.sandbox import sandbox_enabled, sandbox_status
 
 DIST = "xb-remote-metrics"
 MODULE = "xb_remote_metrics"

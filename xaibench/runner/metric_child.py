@@ -2,7 +2,7 @@
 
 Started as ``python -m xaibench.runner.metric_child SCRATCH PARENT_PID`` with pipes on stdin and
 stdout. Before it imports torch or any plugin (this module imports only the standard library and
-:mod:`xaibench.runner.sandbox`), it:
+:mod:`xaibench.sandbox`), it:
 
 1. asks to be killed with its parent (``PR_SET_PDEATHSIG``, Linux) and ends if that is gone, and
    becomes a subreaper (``PR_SET_CHILD_SUBREAPER``): every process a metric started and left
@@ -10,7 +10,7 @@ stdout. Before it imports torch or any plugin (this module imports only the stan
 2. keeps its stdin and stdout for the runner's messages and points fds 0 and 1 elsewhere
    (``/dev/null`` and its stderr), so a plugin's ``print`` cannot forge a reply;
 3. makes ``SCRATCH`` its ``TMPDIR`` and enters the worker sandbox
-   (:func:`~xaibench.runner.sandbox.enter_sandbox`: writes only ``SCRATCH`` and a few devices, no
+   (:func:`~xaibench.sandbox.enter_sandbox`: writes only ``SCRATCH`` and a few devices, no
    TCP, no signal outside itself), unless ``XAIBENCH_SANDBOX=0``; a child that cannot enter it
    says why on stderr and exits with status 70.
 
@@ -28,7 +28,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from xaibench.runner.sandbox import OFF_VARIABLE, SandboxError, enter_sandbox, sandbox_enabled, worker_writable
+from xaibench.sandbox import (
+    OFF_VARIABLE,
+    SandboxError,
+    enter_sandbox,
+    sandbox_enabled,
+    sandbox_status,
+    worker_writable,
+)
 
 SANDBOX_FAILED = 70  # the exit status of a child that could not enter its sandbox
 PR_SET_CHILD_SUBREAPER = 36
@@ -60,8 +67,8 @@ def _private_pipes() -> tuple[int, int]:
 def _sandbox(scratch: str) -> None:
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = scratch
-    if not sandbox_enabled():
-        return
+    if not sandbox_enabled() or not sandbox_status().startswith("landlock"):
+        return  # off, or no Landlock on this system (said once at the run's start, as for workers)
     try:
         enter_sandbox(worker_writable(Path(scratch)), tcp_ports=())
     except (SandboxError, OSError) as exc:
