@@ -235,6 +235,8 @@ class Runner:
         self.environment = environment(self.device)
         # what confines the workers (sandbox.py); "none" for Ray and in-process executors
         self.environment["sandbox"] = getattr(self.executor, "sandbox", "none")
+        # "inprocess" runs (and so imports) the plugins it calls in this process: trusted code only
+        self.environment["executor"] = config.executor
         self.cache = (
             ExplanationCache(config.workdir / "cache" / "explanations", scope=runtime_key(self.environment))
             if config.use_cache
