@@ -230,7 +230,7 @@ class Runner:
             self.close()
             raise
         self.environment = environment(self.device)
-        # what confines the workers (runner/sandbox.py); "none" for Ray and in-process executors
+        # what confines the workers (runner/sandbox.py), local or Ray; "none" for the in-process executor
         self.environment["sandbox"] = getattr(self.executor, "sandbox", "none")
         self.cache = (
             ExplanationCache(config.workdir / "cache" / "explanations", scope=runtime_key(self.environment))
