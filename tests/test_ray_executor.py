@@ -29,7 +29,7 @@ from xaibench.api import Explainer
 from xaibench.cli import main
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
-from xaibench.runner import wire
+from xaibench.runner import ray_actor, wire
 from xaibench.runner.executors import ExplainerSpec, InProcessExecutor
 from xaibench.runner.explain import explain_track
 from xaibench.runner.ray_actor import CHILD_SCRIPT, READY, SCRATCH_PREFIX, Child, ChildEnded
@@ -437,6 +437,21 @@ def test_an_actors_child_says_ready_answers_in_wire_bytes_and_ends_with_its_reas
     assert ended == ChildEnded("worker killed by signal SIGKILL")
     assert child.process.poll() is not None and not Path(child.scratch).exists()
     assert child.send(b"") == ended and child.receive() == ended
+
+
+def test_a_child_that_cannot_start_says_why_in_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that ends before it says ready (a sandbox it cannot enter: status 70) gives its last
+    line, escaped, in the reason: the run's one line when actors keep dying while starting."""
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys\nprint('xaibench worker: cannot enter the sandbox: test\\x1b[2J', file=sys.stderr)\nsys.exit(70)\n"
+    )
+    monkeypatch.setattr(ray_actor, "CHILD_SCRIPT", script)
+    child = ray_actor.Child(threads=1, sandboxed=False)
+    assert child.receive() == ChildEnded(
+        "worker exited with status 70: xaibench worker: cannot enter the sandbox: test\\x1b[2J"
+    )
+    assert child.scratch is not None and not Path(child.scratch).exists()
 
 
 def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:

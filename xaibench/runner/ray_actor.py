@@ -97,6 +97,7 @@ class Child:
         self.output = OutputForwarder(output)
         self.conn = Connection(here.detach())
         self.ended: ChildEnded | None = None
+        self.started = False  # it said it is ready (else its end's reason has its last line)
 
     def send(self, request: bytes) -> ChildEnded | None:
         """Send a request (pickled by the driver: this direction is trusted); the child's end if
@@ -113,15 +114,17 @@ class Child:
         if self.ended is not None:
             return self.ended
         try:
-            return self.conn.recv_bytes(MAX_REPLY_BYTES)
+            answer = self.conn.recv_bytes(MAX_REPLY_BYTES)
         except OSError as exc:
             if str(exc) == "bad message length":  # longer than MAX_REPLY_BYTES: refused unread
                 return Refused(f"a reply may not exceed {MAX_REPLY_BYTES} bytes")
             return self.end()
         except EOFError:
             return self.end()
+        self.started = self.started or answer == READY
+        return answer
 
-    def end(self, *, started: bool = True) -> ChildEnded:
+    def end(self) -> ChildEnded:
         """Kill the child (and its process group), reap it, remove its scratch folder; its end."""
         if self.ended is None:
             for kill in (os.killpg, os.kill):
@@ -133,7 +136,7 @@ class Child:
                 code = None
             reason = code_reason(code)
             self.output.join(1.0)
-            if not started and self.output.last:  # why it could not start (a sandbox it cannot enter)
+            if not self.started and self.output.last:  # why it could not start (a sandbox it cannot enter)
                 reason = f"{reason}: {self.output.last}"[:300]
             with contextlib.suppress(OSError):
                 self.conn.close()
@@ -158,7 +161,7 @@ class RayWorker:
         answer = self.child.receive()
         if isinstance(answer, bytes) and answer == READY:
             return self.child.process.pid
-        return answer if isinstance(answer, ChildEnded) else self.child.end(started=False)
+        return answer if isinstance(answer, ChildEnded) else self.child.end()
 
     def prepare(self, task: bytes) -> bytes | Refused | ChildEnded | None:
         """Send ``task`` (a pickled ``("task", ExplainTask)``); ``None`` once the child built its
