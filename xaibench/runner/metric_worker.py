@@ -62,8 +62,8 @@ from xaibench.plugins.manager import remote_distribution
 from xaibench.randomisation import Randomisation, randomised_model
 from xaibench.runner import wire
 from xaibench.runner.explain import track_model_spec
+from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch
 from xaibench.runner.track import TrackContext
-from xaibench.runner.workers import OutputForwarder, exit_reason, remove_scratch
 
 CHILD_MODULE = "xaibench.runner.metric_child"
 FRAME = struct.Struct("<Q")  # the length of a frame's wire bytes
