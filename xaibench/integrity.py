@@ -1,9 +1,9 @@
 """Integrity tags: HMAC-SHA256 under a secret key that only the runner creates.
 
-What a run reads back from its own stores (records, explanation cache entries, trained weights)
-carries a tag computed with the key of that store's folder, ``<folder>/.key`` (32 random bytes,
-hex, mode ``0600``, created once, never overwritten). A record line carries its tag in the line;
-a file (a cache entry, weights) has it in a tag file beside it, ``<file>.tag``
+What a run reads back from its own stores (records, explanation cache entries, trained weights,
+PASTA embeddings) carries a tag computed with the key of that store's folder, ``<folder>/.key``
+(32 random bytes, hex, mode ``0600``, created once, never overwritten). A record line carries its
+tag in the line; a file (a cache entry, weights) has it in a tag file beside it, ``<file>.tag``
 (:func:`write_tagged`, :func:`file_verified`), which binds the file's name and bytes. A process
 that can write or append to the folder but cannot read the key cannot make a valid tag; one that
 can read the key (the same user without a sandbox, or a Landlock worker, which may read
