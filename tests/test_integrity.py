@@ -1,4 +1,4 @@
-"""What a run reads back (explanation cache entries, records, trained weights) is checked against
+"""What a run reads back (explanation cache entries, records, trained weights, PASTA embeddings) is checked against
 tags only the runner makes; an entry another process wrote is reported, recomputed, never published."""
 
 from __future__ import annotations
@@ -6,12 +6,15 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
 from xaibench import integrity
+from xaibench.api import Encoder
+from xaibench.files import write_bytes_atomic
+from xaibench.pasta.encoders import EmbeddingCache, embed_images
 from xaibench.plugins import manager
 from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.run import RunConfig, run
@@ -154,3 +157,73 @@ def test_rewritten_trained_weights_are_detected_and_retrained(
     assert again.trained_now and again.identity == first.identity
     assert err.count("fail their integrity check") == 1 and str(first.weights_path) in err
     assert all(torch.equal(load(first.weights_path.read_bytes())[k], v) for k, v in state.items())
+
+
+class _CountingEncoder(Encoder):
+    """Deterministic image embeddings (per-channel means and maxima); counts the images it embeds."""
+
+    name: ClassVar[str] = "counting-image"
+    version: ClassVar[str] = "1.0.0"
+    modalities: ClassVar[tuple[str, ...]] = ("image",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded = 0
+
+    @property
+    def identity(self) -> str:
+        return "counting-image/1"
+
+    def encode_images(self, images: np.ndarray) -> np.ndarray:
+        self.embedded += len(images)
+        x = np.asarray(images, dtype=np.float32) / 255.0
+        return np.concatenate([x.mean(axis=(1, 2)), x.max(axis=(1, 2))], axis=1)
+
+
+RENDERS = np.random.default_rng(0).integers(0, 256, (4, 8, 8, 3), dtype=np.uint8)
+
+
+def _embedded(root: Path) -> tuple[np.ndarray, _CountingEncoder, EmbeddingCache]:
+    encoder, cache = _CountingEncoder(), EmbeddingCache(root)
+    return embed_images(encoder, RENDERS, cache), encoder, cache
+
+
+def test_a_rewritten_cached_embedding_is_reported_and_recomputed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean, _, _ = _embedded(tmp_path / "clean")
+    first, _, _ = _embedded(tmp_path / "cache")
+    entries = sorted((tmp_path / "cache").rglob("*.npy"))
+    assert len(entries) == len(RENDERS) and all(integrity.tag_path(p).is_file() for p in entries)
+    genuine = entries[0].read_bytes()
+    entries[0].write_bytes(_npy(np.zeros(6, dtype=np.float32)))  # a valid embedding, another value
+    capsys.readouterr()
+    again, encoder, cache = _embedded(tmp_path / "cache")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "1 cached embedding fails its integrity check" in lines[0], lines
+    assert lines[0].startswith(f"warning: {entries[0].parent.parent}")
+    assert encoder.embedded == 1 and cache.rejected == 1  # the rewritten entry only, recomputed
+    assert np.array_equal(again, clean) and np.array_equal(first, clean)
+    assert entries[0].read_bytes() == genuine  # stored again, with a valid tag
+    _, encoder, cache = _embedded(tmp_path / "cache")
+    assert encoder.embedded == 0 and cache.rejected == 0
+
+
+def test_an_untagged_cached_embedding_is_recomputed_like_an_old_cache_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Entries from before tags are misses, as in the explanation cache (a missing tag is a digest
+    mismatch): named in the warning, deleted, recomputed and stored again with a tag."""
+    clean, _, _ = _embedded(tmp_path / "clean")
+    for path in sorted((tmp_path / "clean").rglob("*.npy")):  # the same files, as the old cache wrote them
+        old = tmp_path / "old" / path.relative_to(tmp_path / "clean")
+        write_bytes_atomic(old, path.read_bytes())
+    assert not list((tmp_path / "old").rglob("*.tag")) and not (tmp_path / "old" / ".key").exists()
+    capsys.readouterr()
+    again, encoder, cache = _embedded(tmp_path / "old")
+    assert f"{len(RENDERS)} cached embeddings fail their integrity check" in capsys.readouterr().err
+    assert encoder.embedded == len(RENDERS) and cache.rejected == len(RENDERS)
+    assert np.array_equal(again, clean)
+    assert len(list((tmp_path / "old").rglob("*.npy.tag"))) == len(RENDERS)
+    _, encoder, _ = _embedded(tmp_path / "old")
+    assert encoder.embedded == 0

@@ -1,11 +1,13 @@
 """Integrity tags: HMAC-SHA256 under a secret key that only the runner creates.
 
-What a run reads back from its own stores (records, explanation cache entries, trained weights)
-carries a tag computed with the key of that store's folder, ``<folder>/.key`` (32 random bytes,
-hex, mode ``0600``, created once, never overwritten). A process that can write or append to the
-folder but cannot read the key cannot make a valid tag; one that can read the key (the same user
-without a sandbox, or a Landlock worker, which may read everywhere) can. docs/results.md states
-this threat model.
+What a run reads back from its own stores (records, explanation cache entries, trained weights,
+PASTA embeddings) carries a tag computed with the key of that store's folder, ``<folder>/.key``
+(32 random bytes, hex, mode ``0600``, created once, never overwritten). A record line carries its
+tag in the line; a file (a cache entry, weights) has it in a tag file beside it, ``<file>.tag``
+(:func:`write_tagged`, :func:`file_verified`), which binds the file's name and bytes. A process
+that can write or append to the folder but cannot read the key cannot make a valid tag; one that
+can read the key (the same user without a sandbox, or a Landlock worker, which may read
+everywhere) can. docs/results.md states this threat model.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import os
 import secrets
 from pathlib import Path
 
+from xaibench.files import write_bytes_atomic
+
 KEY_NAME = ".key"
+TAG_SUFFIX = ".tag"
 _KEY_HEX = 64
 
 
@@ -73,3 +78,30 @@ def verify(key: bytes | None, tag: str | None, *parts: bytes) -> bool:
     if key is None or not isinstance(tag, str):
         return False
     return hmac.compare_digest(sign(key, *parts), tag)
+
+
+def tag_path(path: Path) -> Path:
+    """The tag file of ``path``: ``<path>.tag``."""
+    return path.with_name(path.name + TAG_SUFFIX)
+
+
+def write_tagged(path: Path, raw: bytes, key: bytes) -> None:
+    """Write ``raw`` to ``path`` atomically, then its tag (:func:`write_tag`): a reader that finds
+    the new bytes before the new tag sees a mismatch, never a wrong file accepted."""
+    write_bytes_atomic(path, raw)
+    write_tag(path, raw, key)
+
+
+def write_tag(path: Path, raw: bytes, key: bytes) -> None:
+    """Write the tag of the file ``path`` holding ``raw`` (its name and bytes) beside it, atomically."""
+    write_bytes_atomic(tag_path(path), sign(key, path.name.encode(), raw).encode())
+
+
+def file_verified(path: Path, raw: bytes, key: bytes | None) -> bool:
+    """Whether ``raw``, read from ``path``, matches the tag beside it under ``key`` (false when the
+    tag file is missing or unreadable, or there is no key)."""
+    try:
+        tag = tag_path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return verify(key, tag, path.name.encode(), raw)

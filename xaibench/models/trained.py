@@ -23,9 +23,6 @@ import torch
 from torch import nn
 
 from xaibench import integrity
-from xaibench.files import write_bytes_atomic
-
-TAG_SUFFIX = ".tag"
 
 
 def default_cache_dir() -> Path:
@@ -67,11 +64,7 @@ def load_state(path: Path, reference: dict[str, torch.Tensor]) -> dict[str, torc
         raw = path.read_bytes()
     except OSError:
         return None
-    try:
-        tag = _tag_path(path).read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        tag = None
-    if not integrity.verify(integrity.secret(path.parent), tag, path.name.encode(), raw):
+    if not integrity.file_verified(path, raw, integrity.secret(path.parent)):
         print(f"{path}: cached weights fail their integrity check; retraining them", file=sys.stderr)
         return None
     try:
@@ -107,12 +100,7 @@ def save_state(state: dict[str, torch.Tensor], path: Path) -> None:
     raw = save({k: v.detach().cpu().contiguous() for k, v in state.items()})
     key = integrity.secret(path.parent, create=True)
     assert key is not None
-    write_bytes_atomic(path, raw)
-    write_bytes_atomic(_tag_path(path), integrity.sign(key, path.name.encode(), raw).encode())
-
-
-def _tag_path(path: Path) -> Path:
-    return path.with_name(path.name + TAG_SUFFIX)
+    integrity.write_tagged(path, raw, key)
 
 
 def normalised_batch(images: np.ndarray, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:

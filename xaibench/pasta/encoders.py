@@ -15,14 +15,18 @@ Registered through the ``register_encoders`` hook (``xaibench list encoders``):
   point it at a local file; nothing is downloaded when ``HF_HUB_OFFLINE=1``.
 
 Embeddings are cached on disk (:class:`EmbeddingCache`), keyed by the encoder's identity, the
-modality and the digest of the input (the uint8 pixels of a render, or the UTF-8 text).
+modality and the digest of the input (the uint8 pixels of a render, or the UTF-8 text), each entry
+with an integrity tag checked on every read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,8 +34,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from xaibench import integrity
 from xaibench.api import Encoder
-from xaibench.files import write_bytes_atomic
 from xaibench.models.trained import default_cache_dir
 from xaibench.pasta.handcrafted import HandcraftedFeatures
 
@@ -326,11 +330,18 @@ class EmbeddingCache:
     """Embeddings on disk: ``<root>/<encoder identity>/<modality>/<2 hex>/<digest>.npy``.
 
     The digest covers the input (uint8 render pixels with their shape, or the UTF-8 text), so an
-    entry can only be served for the same encoder identity and the same input. Writes are atomic.
+    entry can only be served for the same encoder identity and the same input. Writes are atomic,
+    each entry with a tag beside it (``<digest>.npy.tag``: HMAC of its name and bytes under the
+    key ``<root>/.key``, :mod:`xaibench.integrity`), checked on every read. An entry whose tag is
+    missing or wrong (rewritten by another process, or written before entries had tags), or that
+    cannot be read, is a miss: it is deleted, counted in ``rejected`` and recomputed, never used;
+    :func:`embed_images` and :func:`embed_texts` name such entries in one warning per call.
     """
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_dir() / "embeddings"
+        self.rejected = 0
+        self._key: bytes | None = None
 
     @staticmethod
     def image_key(image: np.ndarray) -> str:
@@ -343,25 +354,48 @@ class EmbeddingCache:
     def text_key(text: str) -> str:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
-    def _path(self, identity: str, modality: str, key: str) -> Path:
+    def folder(self, identity: str, modality: str) -> Path:
+        """Where the entries of ``identity``'s ``modality`` embeddings lie."""
         ident = _slug(identity) + "-" + hashlib.sha256(identity.encode()).hexdigest()[:8]
-        return self.root / ident / modality / key[:2] / f"{key}.npy"
+        return self.root / ident / modality
+
+    def _path(self, identity: str, modality: str, key: str) -> Path:
+        return self.folder(identity, modality) / key[:2] / f"{key}.npy"
+
+    def _secret(self, create: bool) -> bytes | None:
+        if self._key is None:
+            self._key = integrity.secret(self.root, create=create)
+        return self._key
 
     def get(self, identity: str, modality: str, key: str) -> np.ndarray | None:
+        """The entry under ``key`` if its tag matches and it reads as an array, else ``None``."""
         path = self._path(identity, modality, key)
-        if not path.is_file():
-            return None
         try:
-            return np.load(path, allow_pickle=False)
-        except (OSError, ValueError):
+            raw = path.read_bytes()
+        except FileNotFoundError:
             return None
+        except OSError:
+            return self._reject(path)
+        if not integrity.file_verified(path, raw, self._secret(create=False)):
+            return self._reject(path)
+        try:
+            return np.load(io.BytesIO(raw), allow_pickle=False)
+        except (OSError, ValueError):
+            return self._reject(path)
+
+    def _reject(self, path: Path) -> None:
+        self.rejected += 1
+        for stale in (path, integrity.tag_path(path)):
+            with contextlib.suppress(OSError):
+                stale.unlink()
 
     def put(self, identity: str, modality: str, key: str, value: np.ndarray) -> None:
-        import io
-
+        """Store ``value`` under ``key``, atomically, with its tag."""
         buf = io.BytesIO()
         np.save(buf, np.asarray(value, dtype=np.float32), allow_pickle=False)
-        write_bytes_atomic(self._path(identity, modality, key), buf.getvalue())
+        secret = self._secret(create=True)
+        assert secret is not None
+        integrity.write_tagged(self._path(identity, modality, key), buf.getvalue(), secret)
 
 
 def _embed(
@@ -374,12 +408,21 @@ def _embed(
 ) -> np.ndarray:
     rows: list[np.ndarray | None] = [None] * len(items)
     missing: list[int] = []
+    rejected = cache.rejected if cache is not None else 0
     for i, key in enumerate(keys):
         hit = cache.get(identity, modality, key) if cache is not None else None
         if hit is None:
             missing.append(i)
         else:
             rows[i] = hit
+    if cache is not None and cache.rejected > rejected:
+        n = cache.rejected - rejected
+        entries = f"{n} cached embeddings fail their" if n != 1 else "1 cached embedding fails its"
+        print(
+            f"warning: {cache.folder(identity, modality)}: {entries} integrity check (no tag, or not this "
+            "cache's); recomputed, not used",
+            file=sys.stderr,
+        )
     if missing:
         # Identical inputs are embedded once.
         unique: dict[str, int] = {}

@@ -23,9 +23,6 @@ from typing import Any
 import numpy as np
 
 from xaibench import integrity
-from xaibench.files import write_bytes_atomic
-
-TAG_SUFFIX = ".tag"
 
 
 def digest(obj: Any) -> str:
@@ -133,15 +130,11 @@ class ExplanationCache:
         return self._key
 
     def _tag_matches(self, path: Path, raw: bytes) -> bool:
-        try:
-            tag = _tag_path(path).read_text(encoding="ascii").strip()
-        except (OSError, UnicodeDecodeError):
-            return False
-        return integrity.verify(self._secret(create=False), tag, path.name.encode(), raw)
+        return integrity.file_verified(path, raw, self._secret(create=False))
 
     def _reject(self, path: Path, reason: str) -> None:
         self.rejected[reason] += 1
-        for stale in (path, _tag_path(path)):
+        for stale in (path, integrity.tag_path(path)):
             with contextlib.suppress(OSError):
                 stale.unlink()
 
@@ -155,12 +148,7 @@ class ExplanationCache:
             path, raw = self._path(key, ".npy"), buf.getvalue()
         secret = self._secret(create=True)
         assert secret is not None
-        write_bytes_atomic(path, raw)
-        write_bytes_atomic(_tag_path(path), integrity.sign(secret, path.name.encode(), raw).encode())
-
-
-def _tag_path(path: Path) -> Path:
-    return path.with_name(path.name + TAG_SUFFIX)
+        integrity.write_tagged(path, raw, secret)
 
 
 def _load_npy(raw: bytes) -> Any:
