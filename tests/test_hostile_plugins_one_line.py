@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._distributions import write_distribution
 from xaibench import files, hookimpl
 from xaibench.api import Explainer
 from xaibench.cli import main
@@ -72,14 +72,6 @@ def _records(workdir: Path, track: str = "shapes") -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ 1. plugins that end the process
 
 
-def _distribution(site: Path, name: str, module: str, code: str) -> None:
-    (site / f"{module}.py").write_text(textwrap.dedent(code))
-    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[xaibench]\n{module.removeprefix('xb_')} = {module}\n")
-
-
 GOOD = """
     from xaibench import hookimpl
     from xaibench.api import Explainer
@@ -128,11 +120,11 @@ def _xaibench(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def hostile_site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     site.mkdir()
-    _distribution(site, "xb-good", "xb_good", GOOD)
-    _distribution(site, "xb-exits", "xb_exits", "import sys\nsys.exit(7)\n")
-    _distribution(site, "xb-interrupts", "xb_interrupts", "raise KeyboardInterrupt\n")
-    _distribution(site, "xb-hook-exits", "xb_hook_exits", HOOK_EXIT)
-    _distribution(site, "xb-bad-name", "xb_bad_name", BAD_NAME)
+    write_distribution(site, "xb-good", "xb_good", GOOD)
+    write_distribution(site, "xb-exits", "xb_exits", "import sys\nsys.exit(7)\n")
+    write_distribution(site, "xb-interrupts", "xb_interrupts", "raise KeyboardInterrupt\n")
+    write_distribution(site, "xb-hook-exits", "xb_hook_exits", HOOK_EXIT)
+    write_distribution(site, "xb-bad-name", "xb_bad_name", BAD_NAME)
     return site
 
 
@@ -163,7 +155,7 @@ def test_a_real_ctrl_c_while_a_plugin_loads_still_interrupts(tmp_path: Path, mon
     site = tmp_path / "site"
     site.mkdir()
     marker = tmp_path / "probe.pid"
-    _distribution(
+    write_distribution(
         site,
         "xb-slow",
         "xb_slow",
@@ -187,7 +179,7 @@ def test_a_real_ctrl_c_while_a_plugin_loads_still_interrupts(tmp_path: Path, mon
 def test_a_plugin_calling_os_exit_at_import_does_not_end_the_command(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()
-    _distribution(site, "xb-os-exit", "xb_os_exit", "import os\nos._exit(0)\n")
+    write_distribution(site, "xb-os-exit", "xb_os_exit", "import os\nos._exit(0)\n")
     result = _xaibench(site, "list", "explainers", "--json")
     assert "gradient" in {row["name"] for row in json.loads(result.stdout or "[]")}
     assert "xb-os-exit" in result.stderr

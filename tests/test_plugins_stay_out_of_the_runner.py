@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests._distributions import write_distribution
 from xaibench.cli import main
 from xaibench.plugins import manager
 from xaibench.runner import evaluate
@@ -59,14 +59,6 @@ def register_explainers(register):
 """
 
 
-def _distribution(site: Path, name: str, module: str, code: str) -> None:
-    (site / f"{module}.py").write_text(textwrap.dedent(code))
-    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[xaibench]\n{module.removeprefix('xb_')} = {module}\n")
-
-
 @pytest.fixture()
 def patcher_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
     """A registry that sees the patcher's distribution (and the installed ones); the scoring
@@ -75,7 +67,7 @@ def patcher_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> manager.Reg
 
     site = tmp_path / "site"
     site.mkdir()
-    _distribution(site, "xb-patcher", "xb_patcher", PATCHER)
+    write_distribution(site, "xb-patcher", "xb_patcher", PATCHER)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("XAIBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(evaluate, "score_batch", evaluate.score_batch)
@@ -179,7 +171,7 @@ def test_a_plugin_that_breaks_at_import_is_one_line_and_the_run_goes_on(
 ) -> None:
     site = tmp_path / "site"
     site.mkdir()
-    _distribution(site, "xb-broken", "xb_broken", code)
+    write_distribution(site, "xb-broken", "xb_broken", code)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("XAIBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("XAIBENCH_PLUGIN_TIMEOUT", "10")

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests._distributions import write_distribution
 from xaibench import hookimpl
 from xaibench.api import Metric, TrackSpec
 from xaibench.metrics.faithfulness.curves import Deletion
@@ -136,14 +136,6 @@ BROKEN_CODE = """
 DECLARED = ("version", "family", "direction", "ranking", "default", "unit", "explanation_kinds", "needs")
 
 
-def _distribution(site: Path, name: str, module: str, code: str) -> None:
-    (site / f"{module}.py").write_text(textwrap.dedent(code))
-    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[xaibench]\n{module.removeprefix('xb_')} = {module}\n")
-
-
 def _stand_in(name: str, distribution: str, like: type[Metric] = Metric, **attrs: Any) -> type[Metric]:
     """A stand-in metric class: the class data its plugin declares, none of its code."""
     data = {key: getattr(like, key) for key in DECLARED}
@@ -169,8 +161,8 @@ def remote(tmp_path: Path, registry: manager.Registry, monkeypatch: pytest.Monke
     """The runner's registry (built before the site folder exists) with the stand-ins added."""
     site = tmp_path / "site"
     site.mkdir()
-    _distribution(site, DIST, MODULE, CODE)
-    _distribution(site, BROKEN, "xb_broken_metrics", BROKEN_CODE)
+    write_distribution(site, DIST, MODULE, CODE)
+    write_distribution(site, BROKEN, "xb_broken_metrics", BROKEN_CODE)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delenv("XAIBENCH_DISABLE_PLUGINS", raising=False)
     # the workers load only these two distributions (the built-ins always): a faster start
