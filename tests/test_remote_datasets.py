@@ -15,11 +15,12 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from xaibench.errors import XaibenchError
 from xaibench.plugins import catalogue, manager
-from xaibench.runner import dataset_worker, evaluate
+from xaibench.runner import dataset_worker, evaluate, wire
 from xaibench.runner.run import RunConfig, resolve_tracks, run
 from xaibench.sandbox import sandbox_enabled, sandbox_status
 from xaibench.suites.adhoc import adhoc_track, main_parameter
@@ -242,3 +243,20 @@ def test_a_dataset_that_cannot_be_built_or_writes_outside_its_scratch_folder_is_
         dataset_worker.open_dataset(registry, "writer", {"seed": 1}, limit=2)
     assert str(info.value).startswith("dataset 'writer' of distribution xb-writer: samples raised PermissionError")
     assert not outside.exists() and "xb_writer" not in sys.modules
+
+
+def test_a_sample_frame_whose_fields_are_not_of_their_types_is_garbage() -> None:
+    good = {"id": "a", "image": np.zeros((4, 4, 3), np.uint8), "label": 1, "target": None, "meta": {}}
+    good["ground_truth"] = {"mask": np.ones((4, 4), bool), "levels": None, "boxes": None, "notes": ["n"]}
+    sample = dataset_worker.check_sample(good)
+    assert sample.id == "a" and sample.ground_truth is not None and sample.ground_truth.notes == ("n",)
+    for key, value in [
+        ("id", 3),
+        ("image", np.zeros((2, 2, 2, 2, 2), np.uint8)),
+        ("image", "pixels"),
+        ("label", 1.5),
+        ("meta", []),
+        ("ground_truth", {"mask": "all", "levels": None, "boxes": None, "notes": []}),
+    ]:
+        with pytest.raises(wire.WireError):
+            dataset_worker.check_sample({**good, key: value})

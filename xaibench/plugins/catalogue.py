@@ -47,7 +47,7 @@ from xaibench.errors import XaibenchError
 from xaibench.params import Param
 from xaibench.version import __version__
 
-FORMAT = 1
+FORMAT = 2  # 2: datasets described as data (stand-ins), with their main parameter
 TIMEOUT_VARIABLE = "XAIBENCH_PLUGIN_TIMEOUT"  # seconds a distribution's probe may take (default 120)
 DEFAULT_TIMEOUT = 120.0
 MAX_DESCRIPTION_BYTES = 8 << 20
