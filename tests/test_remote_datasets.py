@@ -8,6 +8,7 @@ its own worker; one whose ``samples`` exits or loops is one line, and the run go
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import textwrap
@@ -159,6 +160,9 @@ def test_a_dataset_of_a_distribution_loads_in_a_worker_with_the_records_of_the_s
     assert main_parameter(cls) == "n" and cls.synthetic is True
     with pytest.raises(catalogue.StandInError):
         list(cls(n=3).samples())
+    assert list(inspect.signature(cls).parameters) == ["n", "seed"]  # suite files are checked against it
+    with pytest.raises(XaibenchError, match="dataset 'blobs': got an unexpected keyword argument 'size'"):
+        registry.create("dataset", "blobs", size=3)
     run(_config(tmp_path / "remote", [_blobs_track()]), registry)
     assert "xb_blobs" not in sys.modules  # described in a probe, loaded in its worker: never imported here
 

@@ -143,7 +143,36 @@ def component_data(kind: str, cls: type[Component]) -> dict[str, Any]:
         data["status"] = str(suite.status())  # type: ignore[attr-defined]
     if kind == "dataset":
         data["main_parameter"] = main_parameter(cls)
+        data["parameters"] = _parameters(cls)
     return data
+
+
+def _parameters(cls: type) -> list[list[Any]] | None:
+    """The constructor's parameters as data (name, kind, whether it has a default), ``None``
+    when it has no signature to read."""
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return None
+    return [[p.name, int(p.kind), p.default is not p.empty] for p in signature.parameters.values()]
+
+
+_KIND = type(inspect.Parameter.KEYWORD_ONLY)
+
+
+def _signature(data: Any) -> inspect.Signature | None:
+    """The inverse of :func:`_parameters` (defaults are not data: ``None`` stands for one)."""
+    if not isinstance(data, list):
+        return None
+    try:
+        return inspect.Signature(
+            [
+                inspect.Parameter(str(name), _KIND(int(kind)), default=None if has else inspect.Parameter.empty)
+                for name, kind, has in data
+            ]
+        )
+    except (TypeError, ValueError):
+        return None
 
 
 def main_parameter(cls: type) -> str | None:
@@ -204,6 +233,9 @@ def stand_in(kind: str, data: Mapping[str, Any], distribution: str, plugin: str)
         base = Dataset
         main = data.get("main_parameter")
         namespace["remote_main_parameter"] = main if isinstance(main, str) else None
+        signature = _signature(data.get("parameters"))
+        if signature is not None:
+            namespace["__signature__"] = signature  # suite files are checked against it
         namespace["__init__"] = _dataset_init
         namespace["samples"] = elsewhere
         namespace["__len__"] = elsewhere
@@ -215,7 +247,11 @@ def stand_in(kind: str, data: Mapping[str, Any], distribution: str, plugin: str)
 
 def _dataset_init(self: Any, **params: Any) -> None:
     """A stand-in dataset keeps its parameters: the runner sends them to the worker that builds
-    the real one (:mod:`xaibench.runner.dataset_worker`)."""
+    the real one (:mod:`xaibench.runner.dataset_worker`). Names the plugin's constructor does not
+    take, or required ones missing, raise ``TypeError`` here, as they would there."""
+    signature = getattr(type(self), "__signature__", None)
+    if isinstance(signature, inspect.Signature):
+        signature.bind(**params)
     self.params = dict(params)
 
 
