@@ -128,7 +128,8 @@ def test_the_same_patch_does_reach_the_runner_under_the_trusted_in_process_execu
     """The control: the attack is real. With ``--executor inprocess`` (trusted code only) the
     plugin is imported in the runner, and gradient's values are halved."""
     run(_config(tmp_path / "clean", ["gradient"]), patcher_site)
-    run(_config(tmp_path / "trusted", ["patcher", "gradient"], executor="inprocess"), patcher_site)
+    summary = run(_config(tmp_path / "trusted", ["patcher", "gradient"], executor="inprocess"), patcher_site).summary
+    assert summary["run"]["executor"] == "inprocess"  # the provenance says trusted code ran here
     assert "xb_patcher" in sys.modules
     clean, trusted = _records(tmp_path / "clean", "gradient"), _records(tmp_path / "trusted", "gradient")
     halved = [(clean[k]["value"], trusted[k]["value"]) for k in clean if clean[k]["value"]]

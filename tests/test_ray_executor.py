@@ -1,4 +1,5 @@
-"""The Ray executor (``--executor ray``): same records as the other executors, faults isolated.
+"""The Ray executor (``--executor ray``): same records as the other executors, faults isolated,
+plugin code sandboxed (issue 25 item 2: each actor relays its work to a sandboxed child).
 
 The fault tests run third-party explainers that misbehave inside the Ray workers: they come from a
 throw-away installed distribution (a dist-info with an ``xaibench`` entry point on ``PYTHONPATH``),
@@ -10,9 +11,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
+import shutil
+import signal
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,11 +29,14 @@ from xaibench.api import Explainer
 from xaibench.cli import main
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
+from xaibench.runner import ray_actor, wire
 from xaibench.runner.executors import ExplainerSpec, InProcessExecutor
 from xaibench.runner.explain import explain_track
+from xaibench.runner.ray_actor import CHILD_SCRIPT, READY, SCRATCH_PREFIX, Child, ChildEnded
 from xaibench.runner.run import RunConfig, run
 from xaibench.runner.track import load_track
 from xaibench.runner.workers import make_executor
+from xaibench.sandbox import OFF_VARIABLE, sandbox_status
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed (pip install 'xaibench[ray]')")
@@ -37,6 +45,8 @@ EXPLAINERS = ["random", "gradient", "sobel", "gradcam"]  # gradcam only where it
 METRICS = ["iou", "pointing_game", "mass_accuracy", "deletion", "sparseness"]
 BAD = "shapes-test-0001"  # the sample the misbehaving explainers fail on
 TIMEOUT = 3.0
+STATUS = sandbox_status()
+needs_landlock = pytest.mark.skipif(not STATUS.startswith("landlock"), reason=f"Landlock {STATUS}")
 
 PLUGIN = '''
 """Explainers that misbehave on one sample, inside the worker process."""
@@ -88,6 +98,13 @@ class SysExit(_Base):
         sys.exit(3)
 
 
+class Killed(_Base):
+    name = "xbt-killed"
+
+    def misbehave(self):
+        os.kill(os.getpid(), 9)
+
+
 class Raises(_Base):
     name = "xbt-raises"
 
@@ -127,9 +144,51 @@ class EvilReply(_Base):
         return [Opens() for _ in range(inputs.shape[0])]
 
 
+def _outcome(action):
+    try:
+        action()
+    except OSError as exc:
+        return type(exc).__name__
+    return "done"
+
+
+class Forger(Explainer):
+    """Tries what a worker did in issue 25 (targets in targets.json next to this module), then
+    fails saying how each try went."""
+
+    name = "xbt-forger"
+    version = "1.0.0"
+    licence = "test"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        import json
+        import signal
+        import socket
+        import tempfile
+        from pathlib import Path
+
+        t = json.loads(Path(__file__).with_name("targets.json").read_text())
+        home = Path(t["home"])
+        scratch = Path(tempfile.gettempdir())
+        tries = {
+            "results": lambda: os.write(
+                os.open(t["results"], os.O_WRONLY | os.O_APPEND | os.O_CREAT), b'{"key": "forged"}\\n'
+            ),
+            "cache": lambda: Path(t["cache"], "forged.npz").write_bytes(b"x"),
+            "workdir": lambda: Path(t["workdir"], "forged").write_bytes(b"x"),
+            "home": lambda: (home.mkdir(parents=True, exist_ok=True), (home / "forged.pt").write_bytes(b"x")),
+            "sigterm-runner": lambda: os.kill(int(t["runner"]), signal.SIGTERM),
+            "signal-actor": lambda: os.kill(os.getppid(), 0),
+            "connect": lambda: socket.create_connection(("127.0.0.1", 9), timeout=1),
+            "tmp": lambda: (scratch / "mine").write_text("x"),
+        }
+        outcomes = ",".join(f"{k}={_outcome(f)}" for k, f in tries.items())
+        raise RuntimeError(f"{outcomes},scratch={scratch},pid={os.getpid()}")
+
+
 @hookimpl
 def register_explainers(register):
-    for cls in (Hangs, OsExit, SysExit, Raises, BadInit, Pid, EvilReply):
+    for cls in (Hangs, OsExit, SysExit, Killed, Raises, BadInit, Pid, EvilReply, Forger):
         register(cls)
 '''
 
@@ -141,9 +200,10 @@ def _stub(name: str) -> Explainer:
 
 
 @pytest.fixture(scope="module")
-def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Ray started by the executor, with the misbehaving plugin on its workers' path; shut down
-    after the module. (An executor holds its CPUs: the tests use one executor at a time.)"""
+def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Ray started by the executor, with the misbehaving plugin on its workers' path (the folder
+    is yielded); shut down after the module. (An executor holds its CPUs: the tests use one
+    executor at a time.)"""
     import ray
 
     from xaibench.runner.ray_executor import RayExecutor
@@ -166,7 +226,7 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         else:
             os.environ["PYTHONPATH"] = saved
     assert ray.is_initialized() and ray.cluster_resources().get("CPU") == 2
-    yield
+    yield site
     ray.shutdown()
 
 
@@ -265,12 +325,36 @@ def test_a_hang_is_killed_after_the_timeout_and_the_worker_replaced(track: Any, 
     assert out.failures[BAD].startswith(f"killed after {TIMEOUT / 2:g} s ("), out.failures
     assert set(out.values) == {s.id for s in track.samples} - {BAD}  # the retry saved the rest of the batch
     assert len(set(_pids(track, ray_executor))) == 2  # two workers again
+    assert len(_children()) == 2  # the overrunning actor's child died with it
+
+
+def _children() -> list[int]:
+    """The actors' children alive now (an actor killed takes its child along: PR_SET_PDEATHSIG)."""
+    found: list[int] = []
+    for _ in range(50):
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if str(CHILD_SCRIPT).encode() in cmdline and state != "Z":
+                found.append(int(entry.name))
+        if len(found) <= 2:
+            break
+        time.sleep(0.1)
+    return found
 
 
 @needs_ray
 @pytest.mark.parametrize(
     ("name", "reason"),
-    [("xbt-sys-exit", "worker exited with status 3"), ("xbt-os-exit", "worker exited (status unknown)")],
+    [
+        ("xbt-sys-exit", "worker exited with status 3"),
+        ("xbt-os-exit", "worker exited with status 0"),  # the child's status: known, as for local workers
+        ("xbt-killed", "worker killed by signal SIGKILL"),
+    ],
 )
 def test_a_worker_that_exits_gives_na_and_is_replaced(track: Any, ray_executor: Any, name: str, reason: str) -> None:
     out = _explain(track, name, ray_executor)
@@ -314,6 +398,62 @@ def test_make_executor_gives_the_ray_executor(ray_session: None) -> None:
         executor.close()
 
 
+@needs_ray
+def test_the_ray_executor_says_what_confines_its_workers(
+    ray_session: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """``sandbox`` as the local executor's: the kernel's Landlock ABI, off, or unavailable (said
+    once on stderr; the children then run unconfined)."""
+    from xaibench.runner import ray_executor
+
+    def sandbox_of() -> str:
+        executor = ray_executor.RayExecutor(None, workers=1, threads=1, address=None)
+        executor.close()
+        return executor.sandbox
+
+    assert sandbox_of() == STATUS
+    monkeypatch.setenv(OFF_VARIABLE, "0")
+    assert sandbox_of() == f"off ({OFF_VARIABLE}=0)"
+    monkeypatch.delenv(OFF_VARIABLE)
+    monkeypatch.setattr(ray_executor, "sandbox_status", lambda: "unavailable: no Landlock in this test")
+    assert sandbox_of() == sandbox_of() == "unavailable: no Landlock in this test"
+    lines = capsys.readouterr().err.splitlines()
+    assert lines.count("warning: workers run without a sandbox (unavailable: no Landlock in this test)") == 1
+
+
+def test_an_actors_child_says_ready_answers_in_wire_bytes_and_ends_with_its_reason() -> None:
+    """The relay without Ray: the child an actor starts enters the sandbox (where Landlock is),
+    builds its registry, says ready and answers a pickled request in wire bytes; ended, it is
+    reaped and its scratch folder removed."""
+    child = Child(threads=1, sandboxed=STATUS.startswith("landlock"))
+    try:
+        assert child.scratch is not None and Path(child.scratch).name.startswith(SCRATCH_PREFIX)
+        assert child.receive() == READY
+        assert child.send(pickle.dumps(("describe", ExplainerSpec("center", {})))) is None
+        answer = child.receive()
+        assert isinstance(answer, bytes) and wire.decode(answer) == ("described", ("ok", {"sigma": 0.25}))
+    finally:
+        ended = child.end()
+    assert ended == ChildEnded("worker killed by signal SIGKILL")
+    assert child.process.poll() is not None and not Path(child.scratch).exists()
+    assert child.send(b"") == ended and child.receive() == ended
+
+
+def test_a_child_that_cannot_start_says_why_in_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that ends before it says ready (a sandbox it cannot enter: status 70) gives its last
+    line, escaped, in the reason: the run's one line when actors keep dying while starting."""
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys\nprint('xaibench worker: cannot enter the sandbox: test\\x1b[2J', file=sys.stderr)\nsys.exit(70)\n"
+    )
+    monkeypatch.setattr(ray_actor, "CHILD_SCRIPT", script)
+    child = ray_actor.Child(threads=1, sandboxed=False)
+    assert child.receive() == ChildEnded(
+        "worker exited with status 70: xaibench worker: cannot enter the sandbox: test\\x1b[2J"
+    )
+    assert child.scratch is not None and not Path(child.scratch).exists()
+
+
 def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
     from xaibench.runner.ray_executor import RAY_MISSING, RayExecutor
 
@@ -328,3 +468,84 @@ def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert exit_.value.code != 0
     assert err.splitlines() == [f"error: {RAY_MISSING}"]
     assert not (tmp_path / "w" / "results").exists()
+
+
+def _sandbox_config(workdir: Path, explainers: list[str]) -> RunConfig:
+    return RunConfig(
+        explainers=explainers,
+        tracks=["shapes"],
+        metrics=["iou", "pointing_game"],
+        limit=4,
+        workdir=workdir,
+        progress=False,
+        timeout=60.0,
+        examples=0,
+        explain_batch=4,
+        executor="ray",
+        workers=1,
+    )
+
+
+def _sandbox_records(workdir: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for line in (workdir / "results" / "shapes.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        # the integrity tag is keyed per workdir, so it differs between the two runs by design
+        out[record["key"]] = {k: v for k, v in record.items() if k not in ("wall_time_s", "integrity")}
+    return out
+
+
+@needs_ray
+@needs_landlock
+def test_an_explainer_on_ray_cannot_write_the_workdir_cache_or_home_nor_signal_the_runner(
+    tmp_path: Path, ray_session: Path, ray_executor: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/test_sandbox.py's forger, on a Ray actor: it runs in the actor's child, which writes
+    only its scratch folder (removed afterwards), connects nowhere and signals neither the runner
+    nor its actor. The run completes, and another explainer's records are those of a run without
+    the sandbox (XAIBENCH_SANDBOX=0: the children run unconfined)."""
+    ray_executor.close()  # its actors hold Ray's two CPUs (a later use starts fresh ones)
+    monkeypatch.syspath_prepend(str(ray_session))  # the driver's registry knows the plugin too
+    reg = manager.Registry()
+    monkeypatch.setenv(OFF_VARIABLE, "0")
+    clean = run(_sandbox_config(tmp_path / "clean", ["gradient"]), reg).summary
+    assert clean["run"]["sandbox"] == f"off ({OFF_VARIABLE}=0)"
+    monkeypatch.delenv(OFF_VARIABLE)
+
+    work = tmp_path / "run"
+    home = Path.home() / ".cache" / "xaibench" / f"ray-sandbox-test-{os.getpid()}"
+    (work / "cache" / "explanations").mkdir(parents=True)
+    (work / "results").mkdir()
+    targets = {
+        "results": str(work / "results" / "shapes.jsonl"),
+        "cache": str(work / "cache" / "explanations"),
+        "workdir": str(work),
+        "home": str(home),
+        "runner": os.getpid(),
+    }
+    (ray_session / "targets.json").write_text(json.dumps(targets))
+    signals: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: signals.append(number))
+    try:
+        summary = run(_sandbox_config(work, ["xbt-forger", "gradient"]), reg).summary
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        forged = home.exists()
+        shutil.rmtree(home, ignore_errors=True)
+
+    assert summary["run"]["sandbox"] == STATUS
+    records = _sandbox_records(work)
+    assert "forged" not in records and not forged
+    assert not (work / "cache" / "explanations" / "forged.npz").exists() and not (work / "forged").exists()
+    assert signals == []
+    reasons = {r["na_reason"] for r in records.values() if r["explainer"]["name"] == "xbt-forger"}
+    assert len(reasons) == 1, reasons
+    outcomes = dict(item.split("=", 1) for item in reasons.pop().split(": ", 1)[1].split(","))
+    for name in ("results", "cache", "workdir", "home", "sigterm-runner", "signal-actor", "connect"):
+        assert outcomes[name] == "PermissionError", (name, outcomes)
+    assert outcomes["tmp"] == "done"  # its own scratch folder, TMPDIR ...
+    assert Path(outcomes["scratch"]).name.startswith(SCRATCH_PREFIX)
+    assert not Path(outcomes["scratch"]).exists()  # ... removed when its actor was closed
+    assert not Path(f"/proc/{outcomes['pid']}").exists()  # the child ended with its actor
+    gradient = {k: v for k, v in records.items() if v["explainer"]["name"] == "gradient"}
+    assert len(gradient) == 8 and gradient == _sandbox_records(tmp_path / "clean")

@@ -46,7 +46,7 @@ from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry, remote_distribution
 from xaibench.runner import wire
 from xaibench.runner.frames import FRAME, WorkerFailed, read_exact, sample_from_data, write_frame
-from xaibench.runner.workers import OutputForwarder, exit_reason, remove_scratch
+from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch
 
 CHILD_MODULE = "xaibench.runner.dataset_child"
 DEFAULT_TIMEOUT = 1800.0  # seconds a load may take when the run sets no --timeout

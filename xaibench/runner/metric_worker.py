@@ -61,8 +61,8 @@ from xaibench.randomisation import Randomisation, randomised_model
 from xaibench.runner import wire
 from xaibench.runner.explain import track_model_spec
 from xaibench.runner.frames import WorkerFailed, read_frame, sample_data, write_frame
+from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch
 from xaibench.runner.track import TrackContext
-from xaibench.runner.workers import OutputForwarder, exit_reason, remove_scratch
 
 CHILD_MODULE = "xaibench.runner.metric_child"
 DEFAULT_TIMEOUT = 1800.0  # seconds a batch may take when the run sets no --timeout

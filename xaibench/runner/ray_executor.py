@@ -1,37 +1,54 @@
 """The Ray executor (``--executor ray``): explanation tasks on long-lived Ray actors.
 
-Each of ``workers`` actors is a Ray worker process holding one :class:`WorkerState`, built from
-the plugin registry of that process (:func:`get_registry`): the same code as a local worker, so
-the same maps for the same task. A task is one batch of one (track, explainer), a shard of the
-track's samples, formed by the driver: its seeds do not depend on the executor or the worker
-count. :class:`RayExecutor` is the one scheduling core
-(:class:`~xaibench.runner.scheduling.Scheduler`: job queue, groups, deadlines, deaths, answers
-in task order, the driver alone writing records and the cache) on :class:`RayTransport`, so the
-rules and n/a reasons are the local executor's (but for an exit status Ray does not know, see
-below). What the transport adds:
+Each of ``workers`` actors is a Ray worker process (:class:`~xaibench.runner.ray_actor.RayWorker`)
+that runs no plugin code itself: it relays every request to one sandboxed child process of its
+own (:mod:`xaibench.runner.ray_child`), which holds one :class:`WorkerState` built from its own
+plugin registry: the same code as a local worker, so the same maps for the same task. A task is
+one batch of one (track, explainer), a shard of the track's samples, formed by the driver: its
+seeds do not depend on the executor or the worker count. :class:`RayExecutor` is the one
+scheduling core (:class:`~xaibench.runner.scheduling.Scheduler`: job queue, groups, deadlines,
+deaths, answers in task order, the driver alone writing records and the cache) on
+:class:`RayTransport`, so the rules and n/a reasons are the local executor's. What the transport
+adds:
 
+- **Sandboxed.** A Ray actor's process runs Ray's threads before any code of ours, and Landlock
+  confines only the thread that enters it, so the actor itself cannot be sandboxed. Its child
+  enters the local workers' sandbox (:mod:`xaibench.sandbox`) before it imports torch or
+  any plugin: it writes only its own scratch folder (its ``TMPDIR``), opens no TCP connection
+  (it talks to its actor over a socket pair), and signals no process outside itself (the actor,
+  the driver, Ray). :attr:`RayExecutor.sandbox` says whether (:func:`ray_sandbox`, recorded as
+  the run's ``sandbox``); a missing sandbox is said once on stderr; ``XAIBENCH_SANDBOX=0``
+  turns it off (the child still runs, unconfined). On a cluster, a node without Landlock cannot
+  start a child while the driver's machine has it: the run stops with one line.
 - **Timeouts are enforced from outside.** Building the model and the explainer and the explainer
   call are two actor calls (``prepare``, then ``run``; an actor that built them already gets
   ``run`` alone), so the call's clock starts when the call does. An actor that overruns is
-  killed (``ray.kill``: its process ends, plugin code cannot swallow it) and replaced.
-- **An actor that dies** (``sys.exit``, ``os._exit``, a crash) gives ``"worker exited with status
-  N"`` when Ray knows the status (``sys.exit``), else ``"worker exited (status unknown)"``
-  (``os._exit``, a signal), and is replaced.
-  Explainer exceptions come back as :attr:`ExplainOutcome.error` (``WorkerState.run``).
+  killed (``ray.kill``: its process ends, plugin code cannot swallow it; its child dies with it,
+  ``PR_SET_PDEATHSIG``) and replaced.
+- **A worker that dies** (``sys.exit``, ``os._exit``, a signal) is the child: the actor answers
+  :class:`~xaibench.runner.ray_actor.ChildEnded` with the local executor's reason (``"worker
+  exited with status 3"``, ``"worker killed by signal SIGKILL"``) and is killed and replaced.
+  An actor that dies itself gives ``"worker exited with status N"`` when Ray knows the status,
+  else ``"worker exited (status unknown)"``. Explainer exceptions come back as
+  :attr:`ExplainOutcome.error` (``WorkerState.run``).
 - **An actor serves one distribution.** Its group is the explainer's plugin distribution (all
   built-in explainers are one: ``xaibench``): a task of another distribution gets a fresh actor,
   so whatever a plugin leaves behind in its process never reaches another distribution's calls.
   Idle actors are not parked: each holds its CPUs. (Local workers serve one explainer each; a
-  fresh Ray actor costs a process start and an import of torch and the plugins, a few seconds,
-  where a local worker is forked.) A new actor that does not start within ``START_SECONDS``,
-  or three dying in a row while starting, stop the run with one line.
-- **Constructors run on the actors** (:meth:`RayExecutor.describe`), never in the driver.
-- **Answers are data.** An actor returns its outcome as bytes of :mod:`xaibench.runner.wire` (a
-  JSON header and raw numpy arrays, no pickle) that the driver decodes within the job's limit.
-  This stops an explainer's return value from running code in the driver or expanding there.
-  It does not stop plugin code that subverts the Ray worker process itself (Ray's own messages
-  are unpickled by the driver, and Ray reads a whole reply before the driver checks its size):
-  for untrusted plugins, prefer ``--executor local``.
+  fresh Ray actor costs two process starts and an import of torch and the plugins in its child,
+  a few seconds, where a local worker is forked.) A new actor that does not start within
+  ``START_SECONDS``, or three dying in a row while starting (their child's last line in the
+  reason), stop the run with one line.
+- **Constructors run in the children** (:meth:`RayExecutor.describe`), never in the driver.
+- **Answers are data.** A child answers in bytes of :mod:`xaibench.runner.wire` (a JSON header
+  and raw numpy arrays, no pickle), at most ``MAX_REPLY_BYTES``, which its actor relays unread
+  and the driver decodes within the job's limit. This stops an explainer's return value from
+  running code in the driver or expanding there. Requests go the other way pickled by the driver
+  (the trusted direction), so an actor never unpickles a task and never imports torch. Plugin
+  code never runs in an actor, so it cannot subvert Ray's own messages to the driver (which the
+  driver unpickles).
+- **Output.** What a child prints goes, one escaped ``[worker]`` line at a time, to its actor's
+  stderr, which Ray keeps in its session's logs (not the terminal).
 
 Without ``address`` a local Ray instance starts (``num_cpus = workers x threads``, no dashboard,
 workers at normal priority rather than Ray's nice 15, Ray's own and the actors' logs kept in
@@ -39,8 +56,8 @@ Ray's session folder, ``/tmp/ray`` by default); with one,
 the executor joins that cluster, whose nodes need xaibench and the same plugins installed. An
 already initialised Ray is reused, and :meth:`RayExecutor.close` leaves Ray running (it ends
 with the process). Each actor reserves ``threads`` CPUs and no GPU: on a local instance the
-actors use this machine's GPUs (``--device``); on a cluster, a CUDA device needs a GPU on every
-node that runs a worker.
+actors' children use this machine's GPUs (``--device``); on a cluster, a CUDA device needs a GPU
+on every node that runs a worker.
 """
 
 from __future__ import annotations
@@ -48,30 +65,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 import re
-import signal
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from xaibench.errors import XaibenchError
-from xaibench.plugins.manager import get_registry
-from xaibench.runner.executors import (
-    ExplainerSpec,
-    ExplainOutcome,
-    ExplainTask,
-    WorkerState,
-    encode_reply,
-    failure_reason,
-    plain_reply,
-    spec_key,
-)
+from xaibench.runner.executors import ExplainTask, spec_key
+from xaibench.runner.processes import say_once
+from xaibench.runner.ray_actor import ChildEnded, RayWorker
 from xaibench.runner.scheduling import Died, Event, Job, Ready, Reply, Scheduler, Slot
+from xaibench.sandbox import OFF_VARIABLE, WRITABLE_VARIABLE, sandbox_enabled, sandbox_status
 
 RAY_MISSING = "--executor ray needs Ray: pip install 'xaibench[ray]'"
 # Seconds a new actor may take to start before the run stops (e.g. a cluster without free CPUs).
 START_SECONDS = 300.0
-# Environment variables that change which plugins an actor's registry loads.
-FORWARDED_ENV = ("XAIBENCH_LOAD_PLUGINS", "XAIBENCH_DISABLE_PLUGINS")
+# Environment variables of the driver an actor's child reads: the plugins its registry loads,
+# more folders its sandbox may write.
+FORWARDED_ENV = ("XAIBENCH_LOAD_PLUGINS", "XAIBENCH_DISABLE_PLUGINS", WRITABLE_VARIABLE)
+# How long an idle actor is given to end its child before it is killed.
+CLOSE_SECONDS = 5.0
 
 
 def import_ray() -> Any:
@@ -81,38 +94,6 @@ def import_ray() -> Any:
     except ImportError as exc:
         raise XaibenchError(RAY_MISSING) from exc
     return ray
-
-
-# ---------------------------------------------------------------------------------------- actor side
-
-
-class RayWorker:
-    """The actor: one worker process's :class:`WorkerState`, built once and kept across tasks."""
-
-    def __init__(self, threads: int, env: dict[str, str]) -> None:
-        os.environ.update(env)  # before the registry reads the plugin allow and block lists
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and kills actors
-        self.state = WorkerState(registry=get_registry(), threads=threads)
-
-    def ready(self) -> int:
-        return os.getpid()
-
-    def prepare(self, task: ExplainTask) -> None:
-        """Build the task's explainer and model (errors are reported by :meth:`run`)."""
-        with contextlib.suppress(Exception):
-            self.state.explainer(task.explainer)
-            self.state.model(task.model)
-
-    def run(self, task: ExplainTask) -> bytes:
-        try:
-            outcome = self.state.run(task)
-        except KeyboardInterrupt as exc:  # raised by plugin code; SystemExit ends the actor
-            outcome = ExplainOutcome(error=failure_reason(exc))
-        return encode_reply(("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out))
-
-    def describe(self, spec: ExplainerSpec) -> bytes:
-        return encode_reply(("described", self.state.describe(spec)))
 
 
 # ---------------------------------------------------------------------------------------- driver side
@@ -140,20 +121,23 @@ class RaySlot:
         self.ref: Any = actor.ready.remote()
         self.method = "ready"
         self.task: ExplainTask | None = None
+        self.request = b""  # the job sent, pickled for the actor's child (the actor does not unpickle it)
         self.prepared: set[str] = set()  # the (explainer, model) pairs it has built
+        self.closed = False
 
-    def _call(self, method: str, payload: Any) -> None:
-        self.method, self.ref = method, getattr(self.actor, method).remote(payload)
+    def _call(self, method: str) -> None:
+        self.method, self.ref = method, getattr(self.actor, method).remote(self.request)
 
     def send(self, job: Job) -> str:
+        self.request = pickle.dumps((job.kind, job.payload), protocol=pickle.HIGHEST_PROTOCOL)
         if job.kind == "describe":
-            self._call("describe", job.payload)
+            self._call("describe")
             return "setup"
         self.task = job.payload
         if _prepared_key(job.payload) in self.prepared:
-            self._call("run", job.payload)
+            self._call("run")
             return "call"
-        self._call("prepare", job.payload)  # two actor calls: the call's clock starts with the second
+        self._call("prepare")  # two actor calls: the call's clock starts with the second
         return "setup"
 
     def has_reply(self) -> bool:
@@ -169,12 +153,16 @@ class RaySlot:
             cause = getattr(exc, "cause", None) or exc  # an exception raised in the actor method
             text = str(cause).strip().splitlines()
             return Died(f"worker failed: {type(cause).__name__}: {text[0] if text else ''}"[:300])
+        if isinstance(value, ChildEnded):  # the actor's child ended: the actor is as good as dead
+            return Died(value.reason)
         if self.method == "ready":
             return Ready()
         if self.method == "prepare":
+            if value is not None:  # an answer before the explainer call (a constructor error)
+                return Reply(value)
             assert self.task is not None
             self.prepared.add(_prepared_key(self.task))
-            self._call("run", self.task)
+            self._call("run")
             return Ready()
         return Reply(value)
 
@@ -185,7 +173,14 @@ class RaySlot:
         return True  # (never parked)
 
     def kill(self) -> None:
-        """Kill the actor for real (its process ends)."""
+        """Kill the actor for real (its process ends, and its child with it: ``PR_SET_PDEATHSIG``).
+        An idle actor first ends its child itself, which removes the child's scratch folder."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.ref is None:
+            with contextlib.suppress(Exception):  # dead, or slow to answer: killed all the same
+                self.ray.get(self.actor.close.remote(), timeout=CLOSE_SECONDS)
         with contextlib.suppress(Exception):  # already dead, or Ray is down
             self.ray.kill(self.actor, no_restart=True)
 
@@ -199,17 +194,18 @@ class RayTransport:
     park_limit = 0
     poll_seconds = None  # an actor's end comes as an event: wait for events and deadlines only
 
-    def __init__(self, ray: Any, registry: Any, *, threads: int) -> None:
+    def __init__(self, ray: Any, registry: Any, *, threads: int, sandboxed: bool = False) -> None:
         self.start_seconds: float | None = START_SECONDS
         self.ray = ray
         self.registry = registry
         self.threads = threads
+        self.sandboxed = sandboxed
         self.env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
         self.actor_class = ray.remote(RayWorker).options(num_cpus=threads, max_restarts=0, max_task_retries=0)
         self.groups: dict[str, str] = {}
 
     def start(self) -> RaySlot:
-        return RaySlot(self.ray, self.actor_class.remote(self.threads, self.env))
+        return RaySlot(self.ray, self.actor_class.remote(self.threads, self.env, self.sandboxed))
 
     def group(self, explainer: str) -> str:
         """The distribution of ``explainer`` (its name when the registry does not know it)."""
@@ -274,15 +270,29 @@ def start_ray(ray: Any, *, cpus: int, address: str | None) -> None:
 
 
 class RayExecutor(Scheduler):
-    """Runs explanation tasks on ``workers`` Ray actors (see the module doc).
+    """Runs explanation tasks on ``workers`` Ray actors (see the module doc); ``sandbox`` says
+    what confines their children (:func:`ray_sandbox`).
 
-    ``registry`` is the driver's: it tells each explainer's distribution; each actor builds its
-    own registry from the installed plugins.
+    ``registry`` is the driver's: it tells each explainer's distribution; each actor's child
+    builds its own registry from the installed plugins.
     """
 
     def __init__(self, registry: Any = None, *, workers: int, threads: int, address: str | None) -> None:
         ray = import_ray()
         self.ray = ray
         self.threads = max(1, int(threads))
+        self.sandbox = ray_sandbox()
+        sandboxed = self.sandbox.startswith("landlock")
+        if not sandboxed and not self.sandbox.startswith("off"):
+            say_once(f"warning: workers run without a sandbox ({self.sandbox})")
         start_ray(ray, cpus=max(1, int(workers)) * self.threads, address=address)
-        super().__init__(RayTransport(ray, registry, threads=self.threads), workers)
+        super().__init__(RayTransport(ray, registry, threads=self.threads, sandboxed=sandboxed), workers)
+
+
+def ray_sandbox() -> str:
+    """What confines the actors' children: ``"landlock ABI N"`` (this machine's kernel; on a
+    cluster, a child on a node without Landlock cannot start, and the run stops),
+    ``"off (XAIBENCH_SANDBOX=0)"``, or ``"unavailable: <reason>"`` (children run unconfined)."""
+    if not sandbox_enabled():
+        return f"off ({OFF_VARIABLE}=0)"
+    return sandbox_status()

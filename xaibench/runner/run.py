@@ -233,8 +233,10 @@ class Runner:
         # third-party metrics are scored in worker processes of their own (runner/metric_worker.py)
         self.metric_workers = MetricWorkers(timeout=config.timeout, threads=config.threads)
         self.environment = environment(self.device)
-        # what confines the workers (sandbox.py); "none" for Ray and in-process executors
+        # what confines the workers (sandbox.py), local or Ray; "none" for the in-process executor
         self.environment["sandbox"] = getattr(self.executor, "sandbox", "none")
+        # "inprocess" runs (and so imports) the plugins it calls in this process: trusted code only
+        self.environment["executor"] = config.executor
         self.cache = (
             ExplanationCache(config.workdir / "cache" / "explanations", scope=runtime_key(self.environment))
             if config.use_cache

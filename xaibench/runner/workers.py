@@ -57,7 +57,6 @@ import contextlib
 import ctypes
 import multiprocessing as mp
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -82,6 +81,7 @@ from xaibench.runner.executors import (
     encode_reply,
     plain_reply,
 )
+from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch, say_once
 from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
 from xaibench.runner.wire import MAX_REPLY_BYTES, Refused
 from xaibench.sandbox import (
@@ -109,19 +109,6 @@ REAP_SECONDS = 0.5
 def default_start_method() -> str:
     """``zygote`` (fork from a clean process) on Linux, ``spawn`` elsewhere; see the module doc."""
     return "zygote" if sys.platform.startswith("linux") else "spawn"
-
-
-def exit_reason(code: int | None) -> str:
-    """The n/a reason of a worker that ended with exit code ``code`` (negative: a signal)."""
-    if code is None:
-        return "worker exited (status unknown)"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"worker killed by signal {name}"
-    return f"worker exited with status {code}"
 
 
 # ---------------------------------------------------------------------------------------- worker side
@@ -306,24 +293,6 @@ def _new_scratch() -> str:
     return tempfile.mkdtemp(prefix="xaibench-worker-")
 
 
-def remove_scratch(scratch: str | None) -> None:
-    """Remove a worker's scratch folder, whatever permissions it left on what it made there."""
-    if scratch is None:
-        return
-
-    def unlock(function: Any, path: str, exc: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            function(path)
-
-    with contextlib.suppress(OSError):
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(scratch, onexc=unlock)
-        else:
-            shutil.rmtree(scratch, onerror=unlock)
-
-
 def _children() -> list[int]:
     """The processes whose parent is this one (zombies included), from ``/proc``."""
     me, found = os.getpid(), []
@@ -471,62 +440,6 @@ class _Zygote:
         self.control.close()
         self.events.close()
         self.output.join(1.0)  # the workers' last lines before the caller's next ones
-
-
-class OutputForwarder:
-    """Worker output reaches the terminal only through here: a thread reads what the zygote and
-    its workers write to their stdout and stderr (one pipe) and writes it to the runner's stderr a
-    line at a time, each line prefixed ``[worker] ``, control characters (terminal escape codes)
-    shown as ``\\xNN`` and at most ``LINE_LIMIT`` characters. So plugin code can neither clear
-    or redraw the terminal nor print a line that looks like xaibench's own (``error: ...``)."""
-
-    LINE_LIMIT = 2000
-    PREFIX = "[worker] "
-
-    def __init__(self, fd: int, *, prefix: str = PREFIX) -> None:
-        self.fd = fd
-        self.prefix = prefix
-        self.thread = threading.Thread(target=self._run, name="xaibench-worker-output", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        pending = b""
-        try:
-            while True:
-                try:
-                    chunk = os.read(self.fd, 65536)
-                except InterruptedError:
-                    continue
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                *lines, pending = (pending + chunk).split(b"\n")
-                if len(pending) > self.LINE_LIMIT:  # no newline coming: show it in parts
-                    lines.append(pending)
-                    pending = b""
-                for line in lines:
-                    self._write(line)
-            if pending:
-                self._write(pending)
-        finally:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-
-    def _write(self, raw: bytes) -> None:
-        text = escape_output(raw.decode("utf-8", "replace"), self.LINE_LIMIT)
-        with contextlib.suppress(Exception):  # a closed or replaced stderr must not end the thread early
-            sys.stderr.write(f"{self.prefix}{text}\n")
-            sys.stderr.flush()
-
-    def join(self, seconds: float) -> None:
-        self.thread.join(seconds)
-
-
-def escape_output(text: str, limit: int) -> str:
-    """``text`` with every control character (C0, DEL, C1; tabs too) as ``\\xNN``, cut at ``limit``."""
-    out = "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text.rstrip("\r"))
-    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 class _Spawner:
@@ -753,19 +666,9 @@ class LocalExecutor(Scheduler):
         self.sandbox = worker_sandbox(self.start_method)
         sandboxed = self.sandbox.startswith("landlock")
         if not sandboxed and not self.sandbox.startswith("off"):
-            _say_once(f"warning: workers run without a sandbox ({self.sandbox})")
+            say_once(f"warning: workers run without a sandbox ({self.sandbox})")
         transport = LocalTransport(registry, threads=self.threads, start_method=self.start_method, sandboxed=sandboxed)
         super().__init__(transport, workers)
-
-
-_SAID: set[str] = set()
-
-
-def _say_once(line: str) -> None:
-    """Print ``line`` on stderr, once per process."""
-    if line not in _SAID:
-        _SAID.add(line)
-        print(line, file=sys.stderr)
 
 
 def worker_sandbox(start_method: str = "zygote") -> str:

@@ -1,0 +1,116 @@
+"""What the executors share about the processes that run plugin code: how their output reaches
+the terminal (:class:`OutputForwarder`), the n/a reason of one that ended (:func:`exit_reason`)
+and the removal of a scratch folder (:func:`remove_scratch`). Standard library only: a Ray
+actor's child imports nothing heavy before it enters its sandbox (:mod:`xaibench.runner.ray_child`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+from typing import Any
+
+
+def exit_reason(code: int | None) -> str:
+    """The n/a reason of a worker that ended with exit code ``code`` (negative: a signal)."""
+    if code is None:
+        return "worker exited (status unknown)"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"worker killed by signal {name}"
+    return f"worker exited with status {code}"
+
+
+def remove_scratch(scratch: str | None) -> None:
+    """Remove a worker's scratch folder, whatever permissions it left on what it made there."""
+    if scratch is None:
+        return
+
+    def unlock(function: Any, path: str, exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            function(path)
+
+    with contextlib.suppress(OSError):
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(scratch, onexc=unlock)
+        else:
+            shutil.rmtree(scratch, onerror=unlock)
+
+
+class OutputForwarder:
+    """Worker output reaches the terminal only through here: a thread reads what the zygote and
+    its workers write to their stdout and stderr (one pipe; a Ray actor's child likewise, into
+    the actor's log) and writes it to this process's stderr a line at a time, each line prefixed
+    ``[worker] `` (or ``prefix``), control characters (terminal escape codes) shown as ``\\xNN`` and at most
+    ``LINE_LIMIT`` characters. So plugin code can neither clear or redraw the terminal nor print a
+    line that looks like xaibench's own (``error: ...``)."""
+
+    LINE_LIMIT = 2000
+    PREFIX = "[worker] "
+
+    def __init__(self, fd: int, *, prefix: str = PREFIX) -> None:
+        self.fd = fd
+        self.prefix = prefix
+        self.last = ""  # the last line written (as written): why a child that died at once died
+        self.thread = threading.Thread(target=self._run, name="xaibench-worker-output", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        pending = b""
+        try:
+            while True:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                *lines, pending = (pending + chunk).split(b"\n")
+                if len(pending) > self.LINE_LIMIT:  # no newline coming: show it in parts
+                    lines.append(pending)
+                    pending = b""
+                for line in lines:
+                    self._write(line)
+            if pending:
+                self._write(pending)
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+
+    def _write(self, raw: bytes) -> None:
+        text = escape_output(raw.decode("utf-8", "replace"), self.LINE_LIMIT)
+        if text.strip():
+            self.last = text
+        with contextlib.suppress(Exception):  # a closed or replaced stderr must not end the thread early
+            sys.stderr.write(f"{self.prefix}{text}\n")
+            sys.stderr.flush()
+
+    def join(self, seconds: float) -> None:
+        self.thread.join(seconds)
+
+
+def escape_output(text: str, limit: int) -> str:
+    """``text`` with every control character (C0, DEL, C1; tabs too) as ``\\xNN``, cut at ``limit``."""
+    out = "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text.rstrip("\r"))
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+_SAID: set[str] = set()
+
+
+def say_once(line: str) -> None:
+    """Print ``line`` on stderr, once per process."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
