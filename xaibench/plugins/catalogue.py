@@ -18,14 +18,16 @@ version and the interpreter), written atomically and tagged with the cache folde
 
 :func:`stand_in` turns a described component into a class: a subclass of its kind's base class
 with the plugin's attributes and a ``remote_distribution`` naming the distribution; its behaviour
-(``explain``, ``score``) raises :class:`StandInError` in the runner and runs only in a worker that
-imports the distribution for real (:meth:`xaibench.plugins.manager.Registry.materialise`).
+(``explain``, ``score``, a dataset's ``samples``) raises :class:`StandInError` in the runner and
+runs only in a worker that imports the distribution for real
+(:meth:`xaibench.plugins.manager.Registry.materialise`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 import os
 import selectors
@@ -40,12 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from xaibench import files, integrity
-from xaibench.api import Component, Explainer, Metric, Suite, TrackSpec
+from xaibench.api import Component, Dataset, Explainer, Metric, Suite, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.params import Param
 from xaibench.version import __version__
 
-FORMAT = 1
+FORMAT = 2  # 2: datasets described as data (stand-ins), with their main parameter
 TIMEOUT_VARIABLE = "XAIBENCH_PLUGIN_TIMEOUT"  # seconds a distribution's probe may take (default 120)
 DEFAULT_TIMEOUT = 120.0
 MAX_DESCRIPTION_BYTES = 8 << 20
@@ -59,10 +61,12 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "explainer": COMMON + PARAMETRISED + ("kind", "reference_only", "tuned_on_benchmark"),
     "metric": COMMON + PARAMETRISED + ("family", "direction", "ranking", "default", "unit", "explanation_kinds"),
     "suite": COMMON,
+    "dataset": (*COMMON, "synthetic", "source"),
 }
 # Kinds that run only where their distribution is imported for real; a distribution that
-# registers a component of another kind (a model, a dataset, an encoder) is imported in the
-# runner, as before issue 25, and the registry says so in one line (docs/writing-plugins.md).
+# registers a component of another kind (a model, an encoder) is imported in the runner, as
+# before issue 25, and the registry says so in one line (docs/writing-plugins.md). A dataset's
+# samples are loaded in a worker and reach the runner as data (xaibench.runner.dataset_worker).
 STAND_IN_KINDS = frozenset(ATTRIBUTES)
 
 
@@ -137,7 +141,55 @@ def component_data(kind: str, cls: type[Component]) -> dict[str, Any]:
         suite = cls()
         data["tracks"] = encode([_track_data(t) for t in suite.tracks()])  # type: ignore[attr-defined]
         data["status"] = str(suite.status())  # type: ignore[attr-defined]
+    if kind == "dataset":
+        data["main_parameter"] = main_parameter(cls)
+        data["parameters"] = _parameters(cls)
     return data
+
+
+def _parameters(cls: type) -> list[list[Any]] | None:
+    """The constructor's parameters as data (name, kind, whether it has a default), ``None``
+    when it has no signature to read."""
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return None
+    return [[p.name, int(p.kind), p.default is not p.empty] for p in signature.parameters.values()]
+
+
+_KIND = type(inspect.Parameter.KEYWORD_ONLY)
+
+
+def _signature(data: Any) -> inspect.Signature | None:
+    """The inverse of :func:`_parameters` (defaults are not data: ``None`` stands for one)."""
+    if not isinstance(data, list):
+        return None
+    try:
+        return inspect.Signature(
+            [
+                inspect.Parameter(str(name), _KIND(int(kind)), default=None if has else inspect.Parameter.empty)
+                for name, kind, has in data
+            ]
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+def main_parameter(cls: type) -> str | None:
+    """The first parameter of ``cls``'s constructor that can be given by name (``None`` when it
+    takes only ``**params``): the parameter an ad-hoc track's ``NAME:ARG`` sets. A stand-in
+    carries it as data (``remote_main_parameter``), computed where its plugin is imported."""
+    if isinstance(getattr(cls, "remote_distribution", None), str):
+        value = getattr(cls, "remote_main_parameter", None)
+        return value if isinstance(value, str) else None
+    try:
+        signature = inspect.signature(cls.__init__)  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return None
+    for param in list(signature.parameters.values())[1:]:
+        if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            return param.name
+    return None
 
 
 def _track_data(track: TrackSpec) -> dict[str, Any]:
@@ -177,9 +229,30 @@ def stand_in(kind: str, data: Mapping[str, Any], distribution: str, plugin: str)
         status = str(data.get("status", "ok"))
         namespace["tracks"] = lambda self: list(tracks)
         namespace["status"] = lambda self: status
+    elif kind == "dataset":
+        base = Dataset
+        main = data.get("main_parameter")
+        namespace["remote_main_parameter"] = main if isinstance(main, str) else None
+        signature = _signature(data.get("parameters"))
+        if signature is not None:
+            namespace["__signature__"] = signature  # suite files are checked against it
+        namespace["__init__"] = _dataset_init
+        namespace["samples"] = elsewhere
+        namespace["__len__"] = elsewhere
+        namespace["revision"] = property(elsewhere)
     else:
         raise ValueError(f"no stand-in for a {kind}")
     return type(f"StandIn_{attrs.get('name')}", (base,), namespace)
+
+
+def _dataset_init(self: Any, **params: Any) -> None:
+    """A stand-in dataset keeps its parameters: the runner sends them to the worker that builds
+    the real one (:mod:`xaibench.runner.dataset_worker`). Names the plugin's constructor does not
+    take, or required ones missing, raise ``TypeError`` here, as they would there."""
+    signature = getattr(type(self), "__signature__", None)
+    if isinstance(signature, inspect.Signature):
+        signature.bind(**params)
+    self.params = dict(params)
 
 
 # --------------------------------------------------------------------------- the catalogue

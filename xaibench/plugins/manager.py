@@ -83,7 +83,7 @@ class PluginStatus:
     ok: bool = True
     error: str | None = None
     components: list[str] = field(default_factory=list)
-    in_runner: bool = False  # imported in the runner (it registers a model, dataset or encoder)
+    in_runner: bool = False  # imported in the runner (it registers a model or an encoder)
 
 
 @dataclass(frozen=True)
@@ -145,9 +145,10 @@ class Registry:
 
     def _load_entry_points(self) -> None:
         """The entry points of the group, known from their distributions' descriptions
-        (:mod:`xaibench.plugins.catalogue`): explainers, metrics and suites become stand-ins and no
-        plugin code runs in this process, unless a distribution also registers a model, a dataset or
-        an encoder (kinds that still run in the runner): that one is imported here, as before."""
+        (:mod:`xaibench.plugins.catalogue`): explainers, metrics, suites and datasets become
+        stand-ins and no plugin code runs in this process (a dataset's samples are loaded in a
+        worker, :mod:`xaibench.runner.dataset_worker`), unless a distribution also registers a
+        model or an encoder (kinds that still run in the runner): that one is imported here."""
         allow = _env_list("XAIBENCH_LOAD_PLUGINS")
         block = _env_list("XAIBENCH_DISABLE_PLUGINS") or set()
         by_dist = {
@@ -168,7 +169,7 @@ class Registry:
                 continue
             components = [c for c in description.get("components", []) if isinstance(c, dict)]
             if any(c.get("kind") not in catalogue.STAND_IN_KINDS for c in components):
-                for point in points:  # a model, dataset or encoder: imported here (see above)
+                for point in points:  # a model or an encoder: imported here (see above)
                     self.load_entry_point(_metadata_entry_point(point))
                     self.plugins[point.name].in_runner = True
                 continue

@@ -29,7 +29,7 @@ from xaibench.plugins.manager import get_registry, remote_distribution
 from xaibench.runner import wire
 from xaibench.runner.evaluate import score_batch
 from xaibench.runner.executors import ExplainerFailed, ModelSpec, WorkerState, plain_reply
-from xaibench.runner.metric_worker import WorkerFailed, read_frame, sample_from_data, write_frame
+from xaibench.runner.frames import WorkerFailed, read_frame, sample_from_data, write_frame
 from xaibench.runner.workers import kill_orphans
 
 

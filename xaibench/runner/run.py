@@ -273,7 +273,13 @@ class Runner:
         config = self.config
         only = config.samples.get(spec.name) if config.samples is not None else None
         return load_track(
-            spec, self.registry, limit=config.limit, batch_size=config.forward_batch, device=self.device, only=only
+            spec,
+            self.registry,
+            limit=config.limit,
+            batch_size=config.forward_batch,
+            device=self.device,
+            only=only,
+            timeout=config.timeout,
         )
 
     def run(self) -> RunResult:

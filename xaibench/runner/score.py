@@ -18,6 +18,7 @@ from xaibench.api import Dataset, Metric, Model, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.imaging import resize_bilinear
 from xaibench.plugins.manager import Registry
+from xaibench.runner.dataset_worker import open_dataset as load_dataset
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.guard import check_saliency
 from xaibench.runner.track import TrackContext, build_track
@@ -29,11 +30,12 @@ FORWARD_BATCH = 16
 
 
 def open_dataset(registry: Registry, dataset: str) -> Dataset:
-    """A dataset plugin by name, or a folder in the folder-dataset layout (DESIGN 8)."""
+    """A dataset plugin by name, or a folder in the folder-dataset layout (DESIGN 8). A
+    third-party dataset is loaded in a worker (:mod:`xaibench.runner.dataset_worker`)."""
     path = Path(dataset)
     if path.is_dir():
         return registry.create("dataset", "folder", root=str(path))
-    return registry.create("dataset", dataset)
+    return load_dataset(registry, dataset)
 
 
 def load_map(path: Path) -> np.ndarray:

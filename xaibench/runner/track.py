@@ -54,16 +54,24 @@ def load_track(
     batch_size: int = 64,
     device: torch.device | str = "cpu",
     only: Collection[str] | None = None,
+    timeout: float | None = None,
 ) -> TrackContext:
     """Instantiate the dataset and model of a track, take its first samples and build the context.
 
     The first samples are the first ``limit`` (and the track's own limit); ``only``, when given,
     then keeps just those sample ids, in track order (``xaibench submission verify`` re-runs a
     subset this way: the ids are those of the original run, whose ``limit`` it passes). An id of
-    ``only`` that is not among the first samples raises :class:`XaibenchError` naming it."""
-    dataset: Dataset = registry.create("dataset", spec.dataset, **dict(spec.dataset_params))
-    model: Model = registry.create("model", spec.model, **dict(spec.model_params))
+    ``only`` that is not among the first samples raises :class:`XaibenchError` naming it.
+
+    A third-party dataset (a stand-in) is loaded in a worker, within ``timeout`` seconds
+    (:func:`xaibench.runner.dataset_worker.open_dataset`): the runner gets its samples as data."""
+    from xaibench.runner.dataset_worker import open_dataset  # it imports this module's users
+
     effective_limit = min(x for x in (limit, spec.limit) if x is not None) if (limit or spec.limit) else None
+    dataset: Dataset = open_dataset(
+        registry, spec.dataset, dict(spec.dataset_params), limit=effective_limit, timeout=timeout
+    )
+    model: Model = registry.create("model", spec.model, **dict(spec.model_params))
     samples = list(dataset.samples(effective_limit))
     if only is not None:
         wanted = set(only)

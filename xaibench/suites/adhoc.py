@@ -9,7 +9,6 @@ Only the first ``:`` splits, so ``ARG`` may hold more (``hf:C:/data``).
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Mapping
 from pathlib import PurePath
@@ -17,6 +16,7 @@ from typing import Any, Literal, cast
 
 from xaibench.api import TrackSpec
 from xaibench.errors import XaibenchError
+from xaibench.plugins.catalogue import main_parameter
 from xaibench.plugins.manager import get_registry
 
 __all__ = ["ADHOC_METRICS", "adhoc_track", "component_params", "main_parameter", "split_component", "track_name"]
@@ -40,19 +40,6 @@ def split_component(text: str, kind: str) -> tuple[str, str | None]:
     if sep and not arg.strip():
         raise XaibenchError(f"{kind} {text!r}: nothing after ':'; give NAME:ARG or just NAME")
     return name, (arg.strip() if sep else None)
-
-
-def main_parameter(cls: type) -> str | None:
-    """The first parameter of ``cls``'s constructor that can be given by name (``None`` when it
-    takes only ``**params``): the parameter ``NAME:ARG`` sets."""
-    try:
-        signature = inspect.signature(cls.__init__)
-    except (TypeError, ValueError):
-        return None
-    for param in list(signature.parameters.values())[1:]:
-        if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
-            return param.name
-    return None
 
 
 def component_params(kind: str, text: str, params: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
