@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._distributions import write_distribution
 from xaibench.errors import XaibenchError
 from xaibench.plugins import catalogue, manager
 from xaibench.runner import dataset_worker, evaluate, wire
@@ -88,14 +89,6 @@ def _code(name: str, before: str = "pass", prefix: str = "") -> str:
     return prefix + textwrap.dedent(BLOBS).replace("NAME", name).replace("BEFORE", before)
 
 
-def _distribution(site: Path, name: str, module: str, code: str) -> None:
-    (site / f"{module}.py").write_text(code)
-    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[xaibench]\n{module.removeprefix('xb_')} = {module}\n")
-
-
 @pytest.fixture()
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "site"
@@ -152,7 +145,7 @@ def test_a_dataset_of_a_distribution_loads_in_a_worker_with_the_records_of_the_s
     tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code = _code("blobs")
-    _distribution(site, "xb-blobs", "xb_blobs", code)
+    write_distribution(site, "xb-blobs", "xb_blobs", code)
     monkeypatch.delitem(sys.modules, "xb_blobs", raising=False)
     registry = _registry(monkeypatch)
     cls = registry.entry("dataset", "blobs").cls
@@ -185,7 +178,7 @@ def test_a_dataset_of_a_distribution_loads_in_a_worker_with_the_records_of_the_s
 def test_a_dataset_whose_import_patches_the_runner_leaves_the_other_tracks_records_unchanged(
     tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _distribution(site, "xb-patchy", "xb_patchy", _code("patchy", prefix=PATCH))
+    write_distribution(site, "xb-patchy", "xb_patchy", _code("patchy", prefix=PATCH))
     monkeypatch.delitem(sys.modules, "xb_patchy", raising=False)
     registry = _registry(monkeypatch)
     shapes = resolve_tracks(registry, "default", ["shapes"])
@@ -209,7 +202,7 @@ def test_a_dataset_whose_import_patches_the_runner_leaves_the_other_tracks_recor
 def test_a_dataset_that_breaks_in_its_worker_is_one_line_and_the_run_goes_on(
     tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch, before: str, said: str
 ) -> None:
-    _distribution(site, "xb-broken-data", "xb_broken_data", _code("broken", before=before))
+    write_distribution(site, "xb-broken-data", "xb_broken_data", _code("broken", before=before))
     monkeypatch.setattr(dataset_worker, "START_SECONDS", 0.0)
     registry = _registry(monkeypatch)
     shapes = resolve_tracks(registry, "default", ["shapes"])
@@ -228,7 +221,7 @@ def test_a_dataset_that_cannot_be_built_or_writes_outside_its_scratch_folder_is_
     folder is refused where Landlock exists (the sandbox), and the scratch folder is writable."""
     outside = tmp_path / "outside.txt"
     before = f"open({str(outside)!r}, 'w').write('x') if self.seed == 1 else open(__import__('tempfile').mktemp(), 'w')"
-    _distribution(site, "xb-writer", "xb_writer", _code("writer", before=before))
+    write_distribution(site, "xb-writer", "xb_writer", _code("writer", before=before))
     registry = _registry(monkeypatch)
     with pytest.raises(XaibenchError) as info:
         dataset_worker.open_dataset(registry, "writer", {"n": "many"}, limit=2)
