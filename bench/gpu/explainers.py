@@ -68,7 +68,7 @@ def host_copies(names: list[str], cfg: Config) -> dict[str, Any]:
     for name in names:
         if registry.entry("explainer", name).cls.kind != "saliency":
             continue
-        explainer = registry.create("explainer", name)
+        explainer = registry.create("explainer", name, materialise=True)  # timed here, in this process
 
         def call(explainer: Any = explainer) -> Any:
             return explainer.explain(
