@@ -30,13 +30,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import site
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,7 +44,7 @@ from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry, remote_distribution
 from xaibench.runner import wire
 from xaibench.runner.frames import FRAME, WorkerFailed, read_exact, sample_from_data, write_frame
-from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch
+from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch, start_child
 
 CHILD_MODULE = "xaibench.runner.dataset_child"
 DEFAULT_TIMEOUT = 1800.0  # seconds a load may take when the run sets no --timeout
@@ -254,33 +252,9 @@ class _Child:
 
     def start(self) -> None:
         self.scratch = tempfile.mkdtemp(prefix="xaibench-dataset-worker-")
-        read_err, write_err = os.pipe()
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])
-        if root not in site.getsitepackages():  # a source checkout: the child imports the same xaibench
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        # numpy's BLAS would start threads at import, and the sandbox needs a single thread
-        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", CHILD_MODULE, self.scratch, str(os.getpid())],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=write_err,
-                close_fds=True,
-                start_new_session=True,  # its own process group: killed as a whole
-                env=env,
-            )
-        except BaseException:
-            os.close(read_err)
-            raise
-        finally:
-            os.close(write_err)
-        self.output = OutputForwarder(read_err, prefix=OUTPUT_PREFIX)
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.to_child = self.process.stdin.fileno()
-        self.from_child = self.process.stdout.fileno()
-        os.set_blocking(self.to_child, False)
+        child = start_child(CHILD_MODULE, self.scratch, prefix=OUTPUT_PREFIX, single_blas_thread=True)
+        self.process, self.output = child.process, child.output
+        self.to_child, self.from_child = child.to_child, child.from_child
 
     def ended(self) -> str:
         """Why the child is gone: its exit status (waited for briefly), as one line."""

@@ -41,7 +41,6 @@ import contextlib
 import dataclasses
 import os
 import signal
-import site
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,6 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,7 +59,7 @@ from xaibench.randomisation import Randomisation, randomised_model
 from xaibench.runner import wire
 from xaibench.runner.explain import track_model_spec
 from xaibench.runner.frames import WorkerFailed, read_frame, sample_data, write_frame
-from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch
+from xaibench.runner.processes import exit_reason, remove_scratch, start_child
 from xaibench.runner.track import TrackContext
 
 CHILD_MODULE = "xaibench.runner.metric_child"
@@ -195,32 +193,9 @@ class _Child:
 
     def __init__(self, distribution: str, threads: int) -> None:
         self.scratch = tempfile.mkdtemp(prefix="xaibench-metric-worker-")
-        read_err, write_err = os.pipe()
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])
-        if root not in site.getsitepackages():  # a source checkout: the child imports the same xaibench
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", CHILD_MODULE, self.scratch, str(os.getpid())],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=write_err,
-                close_fds=True,
-                start_new_session=True,  # its own process group: killed as a whole
-                env=env,
-            )
-        except BaseException:
-            os.close(read_err)
-            remove_scratch(self.scratch)
-            raise
-        finally:
-            os.close(write_err)
-        self.output = OutputForwarder(read_err, prefix=OUTPUT_PREFIX)
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.to_child = self.process.stdin.fileno()
-        self.from_child = self.process.stdout.fileno()
-        os.set_blocking(self.to_child, False)
+        child = start_child(CHILD_MODULE, self.scratch, prefix=OUTPUT_PREFIX)
+        self.process, self.output = child.process, child.output
+        self.to_child, self.from_child = child.to_child, child.from_child
         self.distribution = distribution
         self.threads = threads
 

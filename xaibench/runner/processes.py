@@ -1,6 +1,7 @@
 """What the executors share about the processes that run plugin code: how their output reaches
 the terminal (:class:`OutputForwarder`), the n/a reason of one that ended (:func:`exit_reason`)
-and the removal of a scratch folder (:func:`remove_scratch`). Standard library only: a Ray
+the removal of a scratch folder (:func:`remove_scratch`) and the start of a fresh child that
+talks over its stdin and stdout (:func:`start_child`). Standard library only: a Ray
 actor's child imports nothing heavy before it enters its sandbox (:mod:`xaibench.runner.ray_child`).
 """
 
@@ -10,8 +11,12 @@ import contextlib
 import os
 import shutil
 import signal
+import site
+import subprocess
 import sys
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -114,3 +119,49 @@ def say_once(line: str) -> None:
     if line not in _SAID:
         _SAID.add(line)
         print(line, file=sys.stderr)
+
+
+@dataclass
+class ChildPipes:
+    """A child started by :func:`start_child`: the process, its output forwarder, and the
+    descriptors of its stdin (non-blocking, to write requests) and stdout (to read replies)."""
+
+    process: subprocess.Popen[bytes]
+    output: OutputForwarder
+    to_child: int
+    from_child: int
+
+
+def start_child(module: str, scratch: str, *, prefix: str, single_blas_thread: bool = False) -> ChildPipes:
+    """Start ``python -m MODULE SCRATCH <this pid>`` in a process group of its own, stdin and stdout
+    piped, its stderr shown through an :class:`OutputForwarder` with ``prefix``. From a source
+    checkout the child imports the same xaibench. ``single_blas_thread`` keeps numpy's BLAS from
+    starting threads at import (the sandbox needs a single thread). ``scratch`` is removed if the
+    child cannot start."""
+    read_err, write_err = os.pipe()
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in site.getsitepackages():  # a source checkout: the child imports the same xaibench
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    if single_blas_thread:
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, scratch, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=write_err,
+            close_fds=True,
+            start_new_session=True,  # its own process group: killed as a whole
+            env=env,
+        )
+    except BaseException:
+        os.close(read_err)
+        remove_scratch(scratch)
+        raise
+    finally:
+        os.close(write_err)
+    assert process.stdin is not None and process.stdout is not None
+    to_child = process.stdin.fileno()
+    os.set_blocking(to_child, False)
+    return ChildPipes(process, OutputForwarder(read_err, prefix=prefix), to_child, process.stdout.fileno())
