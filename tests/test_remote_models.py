@@ -188,7 +188,7 @@ def test_a_model_of_a_distribution_runs_in_a_worker_with_the_records_of_the_same
     cls = registry.entry("model", "tiny").cls
     assert manager.remote_distribution(cls) == "xb-tiny" and cls.synthetic is True
     with pytest.raises(catalogue.StandInError):
-        registry.create("model", "tiny").identity  # no builder installed: the stand-in itself
+        _ = registry.create("model", "tiny").identity  # no builder installed: the stand-in itself
     with pytest.raises(XaibenchError, match="model 'tiny': got an unexpected keyword argument 'depth'"):
         registry.create("model", "tiny", depth=3)
     run(_config(tmp_path / "remote", [_tiny_track()]), registry)

@@ -342,19 +342,48 @@ def describe(by_distribution: Mapping[str, Sequence[EntryPoint]]) -> dict[str, d
     missing: dict[str, tuple[str, Sequence[EntryPoint]]] = {}
     folder = cache_folder()
     for dist, points in by_distribution.items():
+        given = _GIVEN.get(_points_key(points))
+        if given is not None:
+            out[dist] = _DESCRIBED[_points_key(points)] = given
+            continue
         key = fingerprint(points)
         found = _MEMO.get(key) or _read_cached(folder, key)
         if found is not None:
-            _MEMO[key] = out[dist] = found
+            _MEMO[key] = out[dist] = _DESCRIBED[_points_key(points)] = found
         else:
             missing[dist] = (key, points)
     if missing:
         fresh = _probe_all({d: p for d, (_, p) in missing.items()})
-        for dist, (key, _) in missing.items():
-            out[dist] = _MEMO[key] = fresh[dist]
+        for dist, (key, points) in missing.items():
+            out[dist] = _MEMO[key] = _DESCRIBED[_points_key(points)] = fresh[dist]
             if not fresh[dist].get("timed_out"):
                 _write_cached(folder, key, fresh[dist])
     return out
+
+
+# Descriptions by their distribution's entry points: those this process used (what it hands over),
+# and those handed over to it by the process that started it (used as they are, without a probe).
+_DESCRIBED: dict[str, dict[str, Any]] = {}
+_GIVEN: dict[str, dict[str, Any]] = {}
+
+
+def _points_key(points: Sequence[EntryPoint]) -> str:
+    return json.dumps([[p.name, p.value, p.distribution, p.version] for p in points])
+
+
+def handed_over() -> dict[str, dict[str, Any]]:
+    """The descriptions this process used, as JSON-able data, for a process it starts on another
+    machine or with another ``sys.path`` (a Ray actor's child, :mod:`xaibench.runner.ray_child`):
+    :func:`adopt` there uses them instead of probing every distribution again."""
+    return dict(_DESCRIBED)
+
+
+def adopt(descriptions: Mapping[str, Any]) -> None:
+    """Use ``descriptions`` (from :func:`handed_over` of the process that started this one: a
+    trusted source) for the distributions whose entry points they name."""
+    for key, description in descriptions.items():
+        if isinstance(key, str) and isinstance(description, dict):
+            _GIVEN[key] = description
 
 
 def _read_cached(folder: Path, key: str) -> dict[str, Any] | None:
