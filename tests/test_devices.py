@@ -19,6 +19,7 @@ from xaibench.api import Explainer, ForwardCounter
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
 from xaibench.runner.run import RunConfig, environment, resolve_device, run
+from xaibench.runner.workers import worker_sandbox
 
 CUDA = torch.cuda.is_available()
 MPS = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
@@ -216,6 +217,8 @@ def test_run_on_cuda_matches_the_cpu_closely_under_its_own_keys(tmp_path: Path, 
     gpu_summary = run(_config(tmp_path / "gpu", explainers, device="cuda"), registry).summary
     cpu, gpu = _records(tmp_path / "cpu"), _records(tmp_path / "gpu")
     assert gpu_summary["run"]["device_name"] == torch.cuda.get_device_name(0)
+    # the workers ran under the sandbox where this machine has one (issue 25: CUDA's devices allowed)
+    assert gpu_summary["run"]["sandbox"] == worker_sandbox()
     assert {r["device"] for r in gpu} == {"cuda:0"}
     assert {r["key"] for r in cpu}.isdisjoint(r["key"] for r in gpu)
     cpu_values, gpu_values = _by_sample(cpu), _by_sample(gpu)

@@ -128,6 +128,28 @@ class Pid(_Base):
         return maps
 
 
+class Daemon(_Base):
+    """Leaves a daemon (double fork, ``setsid``) that sleeps for two minutes; its pid is in the maps."""
+
+    name = "xbt-daemon"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        read, write = os.pipe()
+        first = os.fork()
+        if first == 0:
+            os.setsid()
+            second = os.fork()
+            if second == 0:
+                time.sleep(120)
+                os._exit(0)
+            os.write(write, str(second).encode())
+            os._exit(0)
+        os.waitpid(first, 0)
+        maps = np.zeros((inputs.shape[0], *inputs.shape[-2:]), dtype=np.float32)
+        maps[:, 0, 0] = int(os.read(read, 32))
+        return maps
+
+
 class Opens:
     """Unpickling this calls open(MARKER, "w"): code run by whoever loads the reply."""
 
@@ -188,7 +210,7 @@ class Forger(Explainer):
 
 @hookimpl
 def register_explainers(register):
-    for cls in (Hangs, OsExit, SysExit, Killed, Raises, BadInit, Pid, EvilReply, Forger):
+    for cls in (Hangs, OsExit, SysExit, Killed, Raises, BadInit, Pid, Daemon, EvilReply, Forger):
         register(cls)
 '''
 
@@ -364,6 +386,16 @@ def test_a_worker_that_exits_gives_na_and_is_replaced(track: Any, ray_executor: 
 
 
 @needs_ray
+@needs_ray
+def test_a_daemon_left_by_an_explainer_on_ray_is_killed_after_its_task(track: Any, ray_executor: Any) -> None:
+    """The actor's child is the subreaper of what plugin code starts: a daemon that left its
+    process group (``setsid``) is killed and reaped once the task is answered."""
+    out = _explain(track, "xbt-daemon", ray_executor)
+    daemons = {int(m[0, 0]) for m in out.values.values()}
+    assert len(out.values) == 4 and len(daemons) == 2  # two batches, a daemon each
+    assert all(not Path(f"/proc/{pid}").exists() for pid in daemons)
+
+
 def test_explainer_and_constructor_errors_are_reasons(track: Any, ray_executor: Any) -> None:
     raised = _explain(track, "xbt-raises", ray_executor)
     assert raised.failures == {BAD: "explainer raised RuntimeError: boom"}
@@ -437,6 +469,61 @@ def test_an_actors_child_says_ready_answers_in_wire_bytes_and_ends_with_its_reas
     assert ended == ChildEnded("worker killed by signal SIGKILL")
     assert child.process.poll() is not None and not Path(child.scratch).exists()
     assert child.send(b"") == ended and child.receive() == ended
+
+
+def test_an_actors_child_registers_the_drivers_plugin_descriptions_without_probing_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver hands its plugin descriptions to each actor's child (``plugins.json`` in its
+    scratch folder): a process that adopts them builds its registry without a probe, although its
+    ``sys.path`` (and so every cache fingerprint) differs from the driver's."""
+    from tests._distributions import write_distribution
+    from xaibench.plugins import catalogue
+
+    site = tmp_path / "site"
+    site.mkdir()
+    code = """
+from xaibench import hookimpl
+from xaibench.api import Explainer
+
+
+class Handed(Explainer):
+    name = "handed"
+    version = "1.0"
+
+    def explain(self, model, inputs, targets, *, seed=0, context=None):
+        return inputs.abs().sum(dim=1)
+
+
+@hookimpl
+def register_explainers(register):
+    register(Handed)
+"""
+    write_distribution(site, "xb-handed", "xb_handed", code)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("XAIBENCH_CACHE", str(tmp_path / "cache"))
+    for table in ("_MEMO", "_DESCRIBED", "_GIVEN"):
+        monkeypatch.setattr(catalogue, table, {})
+    driver = manager.Registry()
+    assert manager.remote_distribution(driver.entry("explainer", "handed").cls) == "xb-handed"
+    handed = json.loads(json.dumps(catalogue.handed_over()))  # as the actor writes it
+    assert [json.loads(key)[0][2] for key in handed if "xb-handed" in key] == ["xb-handed"]
+
+    for table in ("_MEMO", "_DESCRIBED"):
+        monkeypatch.setattr(catalogue, table, {})
+    monkeypatch.setenv("XAIBENCH_CACHE", str(tmp_path / "elsewhere"))  # no cached description either
+    probed: list[str] = []
+    monkeypatch.setattr(catalogue, "_probe_all", lambda missing: probed.extend(missing) or {})
+    catalogue.adopt(handed)
+    child = manager.Registry()
+    assert probed == []
+    assert child.info("explainer", "handed") == driver.info("explainer", "handed")
+    child = Child(threads=1, sandboxed=False, plugins=handed)
+    try:
+        assert child.scratch is not None
+        assert json.loads((Path(child.scratch) / ray_actor.PLUGINS_FILE).read_text()) == handed
+    finally:
+        child.end()
 
 
 def test_a_child_that_cannot_start_says_why_in_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

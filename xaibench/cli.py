@@ -455,7 +455,6 @@ def list_(kind: str, as_json: bool) -> None:
                 "error": p.error,
                 "components": p.components,
                 "source": p.source,
-                "in_runner": p.in_runner,
             }
             for p in registry.plugins.values()
         ]

@@ -65,12 +65,22 @@ def parameter_modules(module: nn.Module) -> list[tuple[str, nn.Module]]:
     return owners[::-1]
 
 
+def parameter_paths(module: Any) -> list[str]:
+    """The paths of :func:`parameter_modules`. A module that lives in another process (the proxy
+    of a plugin's model, :class:`xaibench.runner.component_worker.RemoteModule`) carries them as
+    data, in ``remote_parameter_paths``, told by the worker that built the real one."""
+    told = getattr(module, "remote_parameter_paths", None)
+    if isinstance(told, (list, tuple)):
+        return [str(path) for path in told]
+    return [name for name, _ in parameter_modules(module)]
+
+
 def parameter_blocks(module: nn.Module, blocks: int = DEFAULT_BLOCKS) -> list[list[str]]:
     """The module paths of each block, output first: :func:`parameter_modules` split into
     ``min(blocks, n)`` near-equal consecutive groups (empty when the module owns no parameter)."""
     if blocks < 1:
         raise ValueError(f"blocks must be at least 1, got {blocks}")
-    names = [name for name, _ in parameter_modules(module)]
+    names = parameter_paths(module)
     groups = min(blocks, len(names))
     if groups == 0:
         return []

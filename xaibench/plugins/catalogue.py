@@ -18,9 +18,10 @@ version and the interpreter), written atomically and tagged with the cache folde
 
 :func:`stand_in` turns a described component into a class: a subclass of its kind's base class
 with the plugin's attributes and a ``remote_distribution`` naming the distribution; its behaviour
-(``explain``, ``score``, a dataset's ``samples``) raises :class:`StandInError` in the runner and
-runs only in a worker that imports the distribution for real
-(:meth:`xaibench.plugins.manager.Registry.materialise`).
+(``explain``, ``score``, a dataset's ``samples``, a model's ``module``, an encoder's ``encode_images``)
+raises :class:`StandInError` in the runner and runs only in a worker that imports the distribution
+for real (:meth:`xaibench.plugins.manager.Registry.materialise`). The runner reaches a model or an
+encoder through a proxy whose calls run in such a worker (:data:`xaibench.plugins.manager.remote_builders`).
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ from pathlib import Path
 from typing import Any
 
 from xaibench import files, integrity
-from xaibench.api import Component, Dataset, Explainer, Metric, Suite, TrackSpec
+from xaibench.api import Component, Dataset, Encoder, Explainer, Metric, Model, Suite, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.params import Param
 from xaibench.version import __version__
 
-FORMAT = 2  # 2: datasets described as data (stand-ins), with their main parameter
+FORMAT = 3  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too
 TIMEOUT_VARIABLE = "XAIBENCH_PLUGIN_TIMEOUT"  # seconds a distribution's probe may take (default 120)
 DEFAULT_TIMEOUT = 120.0
 MAX_DESCRIPTION_BYTES = 8 << 20
@@ -62,11 +63,13 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "metric": COMMON + PARAMETRISED + ("family", "direction", "ranking", "default", "unit", "explanation_kinds"),
     "suite": COMMON,
     "dataset": (*COMMON, "synthetic", "source"),
+    "model": (*COMMON, "synthetic"),
+    "encoder": COMMON + PARAMETRISED + ("modalities",),
 }
-# Kinds that run only where their distribution is imported for real; a distribution that
-# registers a component of another kind (a model, an encoder) is imported in the runner, as
-# before issue 25, and the registry says so in one line (docs/writing-plugins.md). A dataset's
-# samples are loaded in a worker and reach the runner as data (xaibench.runner.dataset_worker).
+# Every kind runs only where its distribution is imported for real. A dataset's samples are
+# loaded in a worker and reach the runner as data (xaibench.runner.dataset_worker); a model or an
+# encoder is built in a worker of its own that answers forward passes and embeddings as data
+# (xaibench.runner.component_worker).
 STAND_IN_KINDS = frozenset(ATTRIBUTES)
 
 
@@ -141,7 +144,7 @@ def component_data(kind: str, cls: type[Component]) -> dict[str, Any]:
         suite = cls()
         data["tracks"] = encode([_track_data(t) for t in suite.tracks()])  # type: ignore[attr-defined]
         data["status"] = str(suite.status())  # type: ignore[attr-defined]
-    if kind == "dataset":
+    if kind in ("dataset", "model"):
         data["main_parameter"] = main_parameter(cls)
         data["parameters"] = _parameters(cls)
     return data
@@ -240,14 +243,31 @@ def stand_in(kind: str, data: Mapping[str, Any], distribution: str, plugin: str)
         namespace["samples"] = elsewhere
         namespace["__len__"] = elsewhere
         namespace["revision"] = property(elsewhere)
+    elif kind == "model":
+        base = Model
+        main = data.get("main_parameter")
+        namespace["remote_main_parameter"] = main if isinstance(main, str) else None
+        signature = _signature(data.get("parameters"))
+        if signature is not None:
+            namespace["__signature__"] = signature  # suite files are checked against it
+        namespace["__init__"] = _dataset_init
+        namespace["identity"] = property(elsewhere)
+        namespace["module"] = property(elsewhere)
+        namespace["preprocess"] = elsewhere
+    elif kind == "encoder":
+        base = Encoder
+        namespace["identity"] = property(elsewhere)
+        namespace["unavailable"] = elsewhere
+        namespace["encode_images"] = elsewhere
+        namespace["encode_texts"] = elsewhere
     else:
         raise ValueError(f"no stand-in for a {kind}")
     return type(f"StandIn_{attrs.get('name')}", (base,), namespace)
 
 
 def _dataset_init(self: Any, **params: Any) -> None:
-    """A stand-in dataset keeps its parameters: the runner sends them to the worker that builds
-    the real one (:mod:`xaibench.runner.dataset_worker`). Names the plugin's constructor does not
+    """A stand-in dataset (or model) keeps its parameters: the runner sends them to the worker that
+    builds the real one (:mod:`xaibench.runner.dataset_worker`). Names the plugin's constructor does not
     take, or required ones missing, raise ``TypeError`` here, as they would there."""
     signature = getattr(type(self), "__signature__", None)
     if isinstance(signature, inspect.Signature):
@@ -322,19 +342,48 @@ def describe(by_distribution: Mapping[str, Sequence[EntryPoint]]) -> dict[str, d
     missing: dict[str, tuple[str, Sequence[EntryPoint]]] = {}
     folder = cache_folder()
     for dist, points in by_distribution.items():
+        given = _GIVEN.get(_points_key(points))
+        if given is not None:
+            out[dist] = _DESCRIBED[_points_key(points)] = given
+            continue
         key = fingerprint(points)
         found = _MEMO.get(key) or _read_cached(folder, key)
         if found is not None:
-            _MEMO[key] = out[dist] = found
+            _MEMO[key] = out[dist] = _DESCRIBED[_points_key(points)] = found
         else:
             missing[dist] = (key, points)
     if missing:
         fresh = _probe_all({d: p for d, (_, p) in missing.items()})
-        for dist, (key, _) in missing.items():
-            out[dist] = _MEMO[key] = fresh[dist]
+        for dist, (key, points) in missing.items():
+            out[dist] = _MEMO[key] = _DESCRIBED[_points_key(points)] = fresh[dist]
             if not fresh[dist].get("timed_out"):
                 _write_cached(folder, key, fresh[dist])
     return out
+
+
+# Descriptions by their distribution's entry points: those this process used (what it hands over),
+# and those handed over to it by the process that started it (used as they are, without a probe).
+_DESCRIBED: dict[str, dict[str, Any]] = {}
+_GIVEN: dict[str, dict[str, Any]] = {}
+
+
+def _points_key(points: Sequence[EntryPoint]) -> str:
+    return json.dumps([[p.name, p.value, p.distribution, p.version] for p in points])
+
+
+def handed_over() -> dict[str, dict[str, Any]]:
+    """The descriptions this process used, as JSON-able data, for a process it starts on another
+    machine or with another ``sys.path`` (a Ray actor's child, :mod:`xaibench.runner.ray_child`):
+    :func:`adopt` there uses them instead of probing every distribution again."""
+    return dict(_DESCRIBED)
+
+
+def adopt(descriptions: Mapping[str, Any]) -> None:
+    """Use ``descriptions`` (from :func:`handed_over` of the process that started this one: a
+    trusted source) for the distributions whose entry points they name."""
+    for key, description in descriptions.items():
+        if isinstance(key, str) and isinstance(description, dict):
+            _GIVEN[key] = description
 
 
 def _read_cached(folder: Path, key: str) -> dict[str, Any] | None:

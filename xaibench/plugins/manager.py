@@ -71,6 +71,13 @@ NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 # Called with one line for each plugin that failed to load or register (see the module doc).
 on_plugin_error: Callable[[str], None] | None = None
 
+# How this process reaches a model or an encoder of a distribution it holds as a stand-in, by kind:
+# called with the stand-in instance (its class data and validated parameters), it returns a proxy
+# whose calls run in a worker that imports the distribution. The runner installs them
+# (xaibench.runner.component_worker); without one, the stand-in itself is returned and its
+# behaviour raises ``StandInError``.
+remote_builders: dict[str, Callable[[Any], Any]] = {}
+
 
 @dataclass
 class PluginStatus:
@@ -83,7 +90,6 @@ class PluginStatus:
     ok: bool = True
     error: str | None = None
     components: list[str] = field(default_factory=list)
-    in_runner: bool = False  # imported in the runner (it registers a model or an encoder)
 
 
 @dataclass(frozen=True)
@@ -145,10 +151,10 @@ class Registry:
 
     def _load_entry_points(self) -> None:
         """The entry points of the group, known from their distributions' descriptions
-        (:mod:`xaibench.plugins.catalogue`): explainers, metrics, suites and datasets become
-        stand-ins and no plugin code runs in this process (a dataset's samples are loaded in a
-        worker, :mod:`xaibench.runner.dataset_worker`), unless a distribution also registers a
-        model or an encoder (kinds that still run in the runner): that one is imported here."""
+        (:mod:`xaibench.plugins.catalogue`): every component becomes a stand-in and no plugin code
+        runs in this process (a dataset's samples are loaded in a worker,
+        :mod:`xaibench.runner.dataset_worker`; a model or an encoder is reached through a proxy,
+        :data:`remote_builders`)."""
         allow = _env_list("XAIBENCH_LOAD_PLUGINS")
         block = _env_list("XAIBENCH_DISABLE_PLUGINS") or set()
         by_dist = {
@@ -168,11 +174,6 @@ class Registry:
                         on_plugin_error(_clean(line))
                 continue
             components = [c for c in description.get("components", []) if isinstance(c, dict)]
-            if any(c.get("kind") not in catalogue.STAND_IN_KINDS for c in components):
-                for point in points:  # a model or an encoder: imported here (see above)
-                    self.load_entry_point(_metadata_entry_point(point))
-                    self.plugins[point.name].in_runner = True
-                continue
             self._add_stand_ins(dist, points, description, components)
 
     def _add_stand_ins(
@@ -363,18 +364,24 @@ class Registry:
     def create(self, kind: str, name: str, *, materialise: bool = False, **params: Any) -> Any:
         """Instantiate a component with parameters (validated by the component). With
         ``materialise`` (workers only), a stand-in's distribution is imported first
-        (:meth:`materialise`), so the instance is the plugin's own class."""
+        (:meth:`materialise`), so the instance is the plugin's own class. Without it, a stand-in
+        model or encoder is returned as the proxy its :data:`remote_builders` entry builds."""
         cls = self.entry(kind, name).cls
         remote = remote_distribution(cls)
         if materialise and remote is not None:
             self.materialise(remote)
             cls = self.entry(kind, name).cls
+            remote = remote_distribution(cls)
         try:
-            return cls(**params)
+            instance = cls(**params)
         except (TypeError, ValueError) as exc:
             prefix = f"{kind} {name!r}: "
             text = str(exc)
             raise XaibenchError(text if text.startswith(prefix) else prefix + text) from exc
+        builder = remote_builders.get(kind)
+        if remote is not None and builder is not None and not materialise:
+            return builder(instance)  # a proxy: the plugin's code runs in a worker
+        return instance
 
     def info(self, kind: str, name: str) -> ComponentInfo:
         return self.entry(kind, name).info

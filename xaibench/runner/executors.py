@@ -318,8 +318,10 @@ class InProcessExecutor:
         self.state = WorkerState(registry=registry, threads=threads or torch.get_num_threads())
 
     def adopt(self, model: Model | None = None, explainer: Explainer | None = None) -> None:
-        """Use already-built components for tasks that name them (no rebuild, no registry)."""
-        if model is not None:
+        """Use already-built components for tasks that name them (no rebuild, no registry). A
+        plugin model's proxy (:class:`~xaibench.runner.component_worker.RemoteModel`) is not
+        adopted: tasks build the real one here (this executor imports the plugins it runs)."""
+        if model is not None and getattr(model, "remote_distribution", None) is None:
             self.state.models.setdefault(model.identity, model)
         if explainer is not None:
             spec = ExplainerSpec(explainer.name, dict(explainer.params))

@@ -24,6 +24,7 @@ bytes of :mod:`xaibench.runner.wire` that only the driver decodes.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -33,6 +34,7 @@ import tempfile
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from xaibench.runner.processes import OutputForwarder, remove_scratch
 from xaibench.runner.processes import exit_reason as code_reason
@@ -42,6 +44,7 @@ from xaibench.runner.wire import MAX_REPLY_BYTES, Refused, encode
 CHILD_SCRIPT = Path(__file__).resolve().with_name("ray_child.py")
 # An actor's child's scratch folder: f"{SCRATCH_PREFIX}{actor pid}-..." in the actor's temporary folder.
 SCRATCH_PREFIX = "xaibench-ray-"
+PLUGINS_FILE = "plugins.json"  # in the child's scratch folder: the driver's plugin descriptions
 # How long to wait for the exit status of a child that closed its socket or was killed.
 EXIT_WAIT_SECONDS = 10.0
 # What a child sends when it has started, and when a task's explainer call starts.
@@ -69,11 +72,14 @@ class Child:
     """An actor's sandboxed child process (:mod:`xaibench.runner.ray_child`), the actor's end of
     its socket, and the thread that forwards its output (escaped) to the actor's log."""
 
-    def __init__(self, threads: int, sandboxed: bool) -> None:
+    def __init__(self, threads: int, sandboxed: bool, plugins: dict[str, Any] | None = None) -> None:
         root = tempfile.gettempdir()
         if sys.platform.startswith("linux"):
             _sweep_scratch(root)
         self.scratch: str | None = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root)
+        # the driver's plugin descriptions: the child registers them without probing every plugin again
+        with open(os.path.join(self.scratch, PLUGINS_FILE), "w") as out:
+            json.dump(plugins or {}, out)
         here, there = socket.socketpair()
         output, into = os.pipe()
         # The child imports what this actor can import (Ray may have added to this process's path).
@@ -149,11 +155,13 @@ class RayWorker:
     """The actor: starts one sandboxed child (:class:`Child`) and relays every request to it,
     its answers unread. It never imports or runs plugin code itself."""
 
-    def __init__(self, threads: int, env: dict[str, str], sandboxed: bool) -> None:
+    def __init__(
+        self, threads: int, env: dict[str, str], sandboxed: bool, plugins: dict[str, Any] | None = None
+    ) -> None:
         os.environ.update(env)  # the child's plugin allow and block lists, the sandbox's extra folders
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and kills actors
-        self.child = Child(threads, sandboxed)
+        self.child = Child(threads, sandboxed, plugins or {})
         self.busy = False  # a task was sent and its answer is owed
 
     def ready(self) -> int | ChildEnded:

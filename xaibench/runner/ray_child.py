@@ -7,7 +7,8 @@ file run as a script (``python .../ray_child.py FD SCRATCH THREADS PARENT SANDBO
 relays its work to it. In this order, the child:
 
 1. dies with its actor (``PR_SET_PDEATHSIG``; it exits at once when the actor has already
-   ended) and ignores ``SIGINT`` (the driver handles Ctrl-C);
+   ended), becomes the subreaper of what plugin code starts (killed after every request) and
+   ignores ``SIGINT`` (the driver handles Ctrl-C);
 2. makes ``SCRATCH`` its ``TMPDIR`` and, when ``SANDBOXED`` is ``1``, enters the sandbox of a
    local worker (:func:`~xaibench.sandbox.enter_sandbox`: write only ``SCRATCH`` and the
    devices of :func:`~xaibench.sandbox.worker_writable`, no TCP at all since it talks
@@ -15,8 +16,11 @@ relays its work to it. In this order, the child:
    cannot says why on stderr and exits with status 70, as a local worker does. Up to here it
    has imported the standard library and :mod:`xaibench.sandbox` only (loaded from its
    file: importing the ``xaibench`` package imports numpy, whose BLAS starts threads);
-3. builds its plugin registry (:func:`~xaibench.plugins.manager.get_registry`: plugin modules
-   are imported inside the sandbox) and a :class:`~xaibench.runner.executors.WorkerState`, says
+3. builds its plugin registry (:func:`~xaibench.plugins.manager.get_registry`: from the driver's
+   plugin descriptions, which its actor wrote to ``SCRATCH/plugins.json``,
+   :func:`~xaibench.plugins.catalogue.adopt`, so that no plugin is probed again; a plugin module
+   is imported, inside the sandbox, only when a task needs its component) and a
+   :class:`~xaibench.runner.executors.WorkerState`, says
    ``("ready",)``, and serves what its actor asks, as a local worker does: ``("task",
    ExplainTask)`` answered by ``("ready",)`` when the explainer call starts and then ``("done",
    outputs, error, timed_out)``, ``("describe", ExplainerSpec)`` by ``("described", ...)``.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib.util
+import json
 import os
 import signal
 import sys
@@ -43,6 +48,7 @@ HERE = Path(__file__).resolve().parent
 # The exit status of a child that could not enter its sandbox (as a local worker's).
 SANDBOX_FAILED = 70
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _sandbox_module() -> ModuleType:
@@ -59,9 +65,13 @@ def _sandbox_module() -> ModuleType:
 
 
 def _die_with_parent(parent: int) -> None:
-    """Get ``SIGKILL`` when the actor ends, and end now if it already has."""
+    """Get ``SIGKILL`` when the actor ends, and end now if it already has; become the reaper of
+    what plugin code leaves behind (daemons that called ``setsid`` included: they become this
+    process's children, killed after every request)."""
     with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(0)
 
@@ -86,6 +96,7 @@ def _enter_sandbox(scratch: str, fd: int) -> None:
 def _serve(conn: Any, state: Any) -> None:
     """Answer the actor's requests until it closes the socket (imports after the sandbox)."""
     from xaibench.runner.executors import ExplainOutcome, encode_reply, failure_reason, plain_reply
+    from xaibench.runner.workers import kill_orphans
 
     ready = encode_reply(("ready",))
     conn.send_bytes(ready)
@@ -104,6 +115,7 @@ def _serve(conn: Any, state: Any) -> None:
             reply = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out)
         else:
             return
+        kill_orphans(())  # what the plugin started and left running (this process is a subreaper)
         conn.send_bytes(encode_reply(reply))  # an output it cannot encode is sent as the task's failure
 
 
@@ -120,9 +132,13 @@ def main(argv: list[str]) -> None:
     try:
         from multiprocessing.connection import Connection
 
+        from xaibench.plugins import catalogue
         from xaibench.plugins.manager import get_registry
         from xaibench.runner.executors import WorkerState
 
+        # ray_actor.PLUGINS_FILE: the driver's descriptions (no probe of every plugin again)
+        with contextlib.suppress(OSError, ValueError), open(os.path.join(scratch, "plugins.json")) as given:
+            catalogue.adopt(json.load(given))
         conn = Connection(fd)
         _serve(conn, WorkerState(registry=get_registry(), threads=threads))
     except SystemExit as exc:  # sys.exit() in plugin code

@@ -71,6 +71,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from xaibench.errors import XaibenchError
+from xaibench.plugins import catalogue
 from xaibench.runner.executors import ExplainTask, spec_key
 from xaibench.runner.processes import say_once
 from xaibench.runner.ray_actor import ChildEnded, RayWorker
@@ -205,7 +206,8 @@ class RayTransport:
         self.groups: dict[str, str] = {}
 
     def start(self) -> RaySlot:
-        return RaySlot(self.ray, self.actor_class.remote(self.threads, self.env, self.sandboxed))
+        plugins = catalogue.handed_over()  # the actors' children register them without probing again
+        return RaySlot(self.ray, self.actor_class.remote(self.threads, self.env, self.sandboxed, plugins))
 
     def group(self, explainer: str) -> str:
         """The distribution of ``explainer`` (its name when the registry does not know it)."""

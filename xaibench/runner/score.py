@@ -18,6 +18,7 @@ from xaibench.api import Dataset, Metric, Model, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.imaging import resize_bilinear
 from xaibench.plugins.manager import Registry
+from xaibench.runner import component_worker
 from xaibench.runner.dataset_worker import open_dataset as load_dataset
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.guard import check_saliency
@@ -81,6 +82,7 @@ def score_folder(
     """Score every sample's map; missing maps count as n/a. Returns the DESIGN 8 JSON shape:
     ``{"metrics": {id: {"mean", "n", "n_na", "per_sample": {sample_id: value or null}}}}``."""
     dataset = open_dataset(registry, dataset_name)
+    component_worker.install()  # a plugin's model: a proxy, its code in a worker
     model: Model | None = registry.create("model", model_name) if model_name else None
     if metric_ids is None:
         metric_ids = [

@@ -64,13 +64,17 @@ def load_track(
     ``only`` that is not among the first samples raises :class:`XaibenchError` naming it.
 
     A third-party dataset (a stand-in) is loaded in a worker, within ``timeout`` seconds
-    (:func:`xaibench.runner.dataset_worker.open_dataset`): the runner gets its samples as data."""
+    (:func:`xaibench.runner.dataset_worker.open_dataset`): the runner gets its samples as data. A
+    third-party model is built in a worker of its own and reached through a proxy
+    (:class:`xaibench.runner.component_worker.RemoteModel`)."""
+    from xaibench.runner import component_worker
     from xaibench.runner.dataset_worker import open_dataset  # it imports this module's users
 
     effective_limit = min(x for x in (limit, spec.limit) if x is not None) if (limit or spec.limit) else None
     dataset: Dataset = open_dataset(
         registry, spec.dataset, dict(spec.dataset_params), limit=effective_limit, timeout=timeout
     )
+    component_worker.install(timeout=timeout)  # a plugin's model: a proxy, its code in a worker
     model: Model = registry.create("model", spec.model, **dict(spec.model_params))
     samples = list(dataset.samples(effective_limit))
     if only is not None:
