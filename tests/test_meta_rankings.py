@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from xaibench.meta.assess import assess
-from xaibench.meta.files import CSV_FIELDS, write_meta
-from xaibench.meta.rankings import BOOTSTRAP, agreement, kendall_tau_b, rank_stability, signed
+from xaibench.metaeval.assess import assess
+from xaibench.metaeval.files import CSV_FIELDS, write_meta
+from xaibench.metaeval.rankings import BOOTSTRAP, agreement, kendall_tau_b, rank_stability, signed
 from xaibench.publish.leaderboard import Entry
 
 

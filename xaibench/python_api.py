@@ -450,7 +450,7 @@ def _publish(out: RunResults, submissions: Path, board_dir: Path, *, site: bool,
 
 @dataclass
 class MetaResults:
-    """What :func:`meta` returns: the cards by track (:class:`xaibench.meta.assess.TrackMeta`),
+    """What :func:`meta` returns: the cards by track (:class:`xaibench.metaeval.assess.TrackMeta`),
     the files written, and the run it assessed (``None`` when it read existing submissions)."""
 
     tracks: dict[str, Any]
@@ -479,7 +479,7 @@ def meta(
     go to ``out`` (default ``<output_path>/meta``, else ``<submissions>/../meta``). ``run_options``
     are :func:`run`'s other arguments."""
     from xaibench.errors import XaibenchError
-    from xaibench.meta.submissions import meta_of_submissions
+    from xaibench.metaeval.submissions import meta_of_submissions
 
     if suite is None and submissions is not None:
         folder = Path(submissions)
@@ -520,10 +520,10 @@ def _ladder(
     data_dir: str | Path | None,
     run_options: Mapping[str, Any],
 ) -> dict[tuple[str, str], Any]:
-    """The graded-oracle ladder (:mod:`xaibench.meta.ladder`) of every alignment metric of the run:
+    """The graded-oracle ladder (:mod:`xaibench.metaeval.ladder`) of every alignment metric of the run:
     the reference explainer ``ladder`` at each level, run through the runner into the same workdir
     (cached like any explainer, never published), then each metric's verdict."""
-    from xaibench.meta.ladder import LEVELS, ladder_validity
+    from xaibench.metaeval.ladder import LEVELS, ladder_validity
     from xaibench.results import records
 
     frame = records(results.workdir)

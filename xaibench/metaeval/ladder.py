@@ -22,8 +22,8 @@ from collections.abc import Mapping
 import numpy as np
 from scipy.stats import spearmanr
 
-from xaibench.meta.assess import Validity
-from xaibench.meta.rankings import signed
+from xaibench.metaeval.assess import Validity
+from xaibench.metaeval.rankings import signed
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from xaibench.files import write_csv_atomic, write_json_atomic
-from xaibench.meta.assess import Card, TrackMeta
+from xaibench.metaeval.assess import Card, TrackMeta
 from xaibench.version import __version__
 
 SCHEMA = "xaibench.meta/1"

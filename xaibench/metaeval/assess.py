@@ -4,10 +4,10 @@
 families and directions; reference-only explainers left out) and computes, for every metric
 present on every track, plugin metrics included:
 
-- **rank stability** (:func:`xaibench.meta.rankings.rank_stability`): mean and 5th-percentile
+- **rank stability** (:func:`xaibench.metaeval.rankings.rank_stability`): mean and 5th-percentile
   Kendall tau under 200 paired bootstrap resamples, P(the top explainer stays first), the n at
   which tau reaches 0.9; the ``unstable`` flag;
-- **agreement** (:func:`xaibench.meta.rankings.agreement`): Kendall tau between every two
+- **agreement** (:func:`xaibench.metaeval.rankings.agreement`): Kendall tau between every two
   metrics' explainer rankings with a bootstrap interval, and each track's mean within each family
   and across families.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from xaibench.meta.rankings import Agreement, Stability, agreement, rank_stability, signed
+from xaibench.metaeval.rankings import Agreement, Stability, agreement, rank_stability, signed
 from xaibench.publish.leaderboard import Entry
 from xaibench.seeds import derive_seed
 

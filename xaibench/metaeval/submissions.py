@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from xaibench.meta.assess import TrackMeta, Validity, assess
-from xaibench.meta.files import digests, write_meta
+from xaibench.metaeval.assess import TrackMeta, Validity, assess
+from xaibench.metaeval.files import digests, write_meta
 from xaibench.publish.leaderboard import entries_from_submissions, resolve_duplicates
 from xaibench.publish.submission import read_submissions
 
@@ -34,7 +34,7 @@ def meta_of_submissions(
     duplicates resolved as it resolves them, reference-only explainers left out) and write
     ``meta.json``/``meta.csv`` into ``out``, with the digests of the submissions and of the
     ``records`` files (a workdir's ``results/*.jsonl``) used. ``tracks``: only these; ``validity``:
-    the validity tests' outcomes by (track, metric) (:mod:`xaibench.meta.ladder`)."""
+    the validity tests' outcomes by (track, metric) (:mod:`xaibench.metaeval.ladder`)."""
     loaded = read_submissions(folder)
     kept, _ = resolve_duplicates(loaded)
     reference = {s.key for s in kept if bool(s.data.get("explainer", {}).get("reference_only"))}

@@ -1,7 +1,0 @@
-"""Meta-evaluation: how far each metric can be trusted on each track (DESIGN 9, ``xaibench meta``).
-
-- :mod:`~xaibench.meta.rankings`: Kendall tau-b, rank stability and agreement under paired resampling;
-- :mod:`~xaibench.meta.assess`: one card per (track, metric) from the submissions' per-sample values;
-- :mod:`~xaibench.meta.files`: ``meta.json`` and ``meta.csv``;
-- :mod:`~xaibench.meta.submissions`: the meta-evaluation of a submissions folder, end to end.
-"""
