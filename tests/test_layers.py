@@ -11,7 +11,7 @@ Layers, bottom to top (``docs/architecture.md`` shows the same table):
    ``suites``
 4. the run lifecycle: ``runner``
 5. publishing and tools built on runs: ``publish``, ``pasta.training``, ``results`` (DataFrames),
-   ``applications`` (``xaibench tune`` and ``select``)
+   ``applications`` (``xaibench tune`` and ``select``), ``metaeval`` (meta-evaluation, ``xaibench meta``)
 6. the static site: ``site``
 7. the entry points: ``testing``, ``scaffold``, ``cli``, ``python_api`` and the package facade ``xaibench``
 
@@ -58,6 +58,7 @@ LAYERS: dict[str, int] = {
     "xaibench.pasta.training": 5,
     "xaibench.results": 5,
     "xaibench.applications": 5,
+    "xaibench.metaeval": 5,
     "xaibench.site": 6,
     "xaibench.testing": 7,
     "xaibench.scaffold": 7,

@@ -886,6 +886,85 @@ def select_(ctx: click.Context, explainers: tuple[str, ...], grid: tuple[str, ..
     console.print("wrote " + ", ".join(str(p) for p in paths))
 
 
+@cli.command("meta")
+@click.option(
+    "--suite",
+    default=None,
+    help="Run this suite first (name or FILE.toml; the cache and records of an earlier run are reused), "
+    "then assess its tracks. Default: 'default', unless --submissions is given.",
+)
+@click.option(
+    "--explainer",
+    "-e",
+    "explainers",
+    multiple=True,
+    default=("default",),
+    show_default=True,
+    help="Explainers the suite is run with (comma-separated or repeated).",
+)
+@click.option("--track", "tracks", multiple=True, help="Only these tracks (repeatable).")
+@click.option(
+    "--output-path",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("."),
+    show_default=True,
+    help="Where the run writes (DIR/.xaibench, DIR/submissions, DIR/leaderboard) and meta goes (DIR/meta).",
+)
+@click.option(
+    "--submissions",
+    "submissions_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Assess this folder's submissions as they are (no run), unless --suite is given too.",
+)
+@click.option(
+    "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder for meta.json/csv."
+)
+@click.option("--seed", default=0, show_default=True, help="Seed of the run and of every resample.")
+@DATA_DIR_OPTION
+@QUIET_OPTION
+def meta_(
+    suite: str | None,
+    explainers: tuple[str, ...],
+    tracks: tuple[str, ...],
+    output_path: Path,
+    submissions_dir: Path | None,
+    out_dir: Path | None,
+    seed: int,
+    data_dir: Path | None,
+    quiet: bool,
+) -> None:
+    """How far each metric can be trusted on each track (DESIGN 9; docs/meta.md): rank stability
+    under resampling, agreement between metrics, verdicts; writes meta.json and meta.csv."""
+    from xaibench.python_api import meta
+
+    result = meta(
+        _split(explainers),
+        suite=suite,
+        tracks=_split(tracks) or None,
+        output_path=None if submissions_dir is not None and suite is None else output_path,
+        submissions=submissions_dir,
+        out=out_dir,
+        seed=seed,
+        data_dir=data_dir,
+        progress=not quiet,
+    )
+    table = Table("track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9")
+    for track, track_meta in result.tracks.items():
+        for name, card in track_meta.cards.items():
+            s = card.stability
+            n_for = str(s.n_for_tau) if s.n_for_tau is not None else f"> {s.n}"
+            table.add_row(
+                track, name, card.family, card.verdict, _fixed(s.mean_tau), _fixed(s.p05_tau), _fixed(s.p_top), n_for
+            )
+    console.print(table)
+    console.print(f"wrote {result.json_path} and {result.csv_path}")
+
+
+def _fixed(x: float) -> str:
+    return "n/a" if x != x else f"{x:.2f}"
+
+
 from xaibench.pasta.training.cli import pasta  # noqa: E402 - the PASTA command group lives with its package
 
 cli.add_command(pasta)

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from xaibench.publish.board import Leaderboard
     from xaibench.publish.shapes import RunSummary
 
-__all__ = ["ADHOC_SUITE", "EXECUTORS", "RunResults", "run"]
+__all__ = ["ADHOC_SUITE", "EXECUTORS", "MetaResults", "RunResults", "meta", "run"]
 
 
 @dataclass
@@ -443,3 +443,119 @@ def _publish(out: RunResults, submissions: Path, board_dir: Path, *, site: bool,
     out.leaderboard_dir = board_dir
     out.leaderboard_files = published.files
     out.site_dir = published.site_dir
+
+
+# ----------------------------------------------------------------------------- meta-evaluation
+
+
+@dataclass
+class MetaResults:
+    """What :func:`meta` returns: the cards by track (:class:`xaibench.metaeval.assess.TrackMeta`),
+    the files written, and the run it assessed (``None`` when it read existing submissions)."""
+
+    tracks: dict[str, Any]
+    json_path: Path
+    csv_path: Path
+    run: RunResults | None = None
+
+
+def meta(
+    explainers: str | Sequence[str] = "default",
+    *,
+    suite: str | Path | None = None,
+    tracks: str | Sequence[str] | None = None,
+    output_path: str | Path | None = None,
+    submissions: str | Path | None = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    data_dir: str | Path | None = None,
+    **run_options: Any,
+) -> MetaResults:
+    """Meta-evaluation (DESIGN 9, ``xaibench meta``): how far each metric can be trusted on each
+    track. With ``submissions`` and no ``suite``, it assesses that folder's submissions as they
+    are. Otherwise it first runs ``explainers`` on ``suite`` (default ``"default"``) as
+    :func:`run` does, writing into ``output_path`` (required then; the cache and records of an
+    earlier run there are reused), and assesses that run's tracks. ``meta.json`` and ``meta.csv``
+    go to ``out`` (default ``<output_path>/meta``, else ``<submissions>/../meta``). ``run_options``
+    are :func:`run`'s other arguments."""
+    from xaibench.errors import XaibenchError
+    from xaibench.metaeval.submissions import meta_of_submissions
+
+    if suite is None and submissions is not None:
+        folder = Path(submissions)
+        target = Path(out) if out is not None else folder.parent / "meta"
+        result = meta_of_submissions(folder, target, seed=seed, tracks=_names(tracks, "tracks") or None)
+        return MetaResults(result.tracks, result.json_path, result.csv_path)
+    if output_path is None and submissions is None:
+        raise XaibenchError("meta: give output_path (where the run writes) or submissions (a folder to assess)")
+    results = run(
+        explainers,
+        suite=suite or "default",
+        tracks=tracks,
+        seed=seed,
+        output_path=output_path,
+        submissions=submissions,
+        data_dir=data_dir,
+        **run_options,
+    )
+    if results.submissions_dir is None:
+        raise XaibenchError("meta: the run published no submissions to assess")
+    base = Path(output_path) if output_path is not None else results.submissions_dir.parent
+    target = Path(out) if out is not None else base / "meta"
+    ran = sorted(results.summary.get("tracks", {}))
+    validity = _ladder(results, ran, suite or "default", seed, output_path, data_dir, run_options)
+    records = sorted((results.workdir / "results").glob("*.jsonl"))
+    result = meta_of_submissions(
+        results.submissions_dir, target, seed=seed, records=records, tracks=ran, validity=validity
+    )
+    return MetaResults(result.tracks, result.json_path, result.csv_path, results)
+
+
+def _ladder(
+    results: RunResults,
+    tracks: list[str],
+    suite: str | Path,
+    seed: int,
+    output_path: str | Path | None,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+) -> dict[tuple[str, str], Any]:
+    """The graded-oracle ladder (:mod:`xaibench.metaeval.ladder`) of every alignment metric of the run:
+    the reference explainer ``ladder`` at each level, run through the runner into the same workdir
+    (cached like any explainer, never published), then each metric's verdict."""
+    from xaibench.metaeval.ladder import LEVELS, ladder_validity
+    from xaibench.results import records
+
+    frame = records(results.workdir)
+    aligned = frame[(frame["family"] == "alignment") & frame["track"].isin(tracks)]
+    with_truth = sorted(set(aligned.loc[aligned["explainer"] == "oracle", "track"])) or sorted(set(aligned["track"]))
+    metrics = sorted(set(aligned.loc[aligned["track"].isin(with_truth), "metric"]))
+    if not metrics:
+        return {}
+    options = {k: v for k, v in run_options.items() if k not in ("publish", "params", "metrics")}
+    for a in LEVELS:
+        run(
+            "ladder",
+            suite=suite,
+            tracks=with_truth,
+            metrics=metrics,
+            params={"ladder": {"a": a}},
+            seed=seed,
+            output_path=output_path,
+            workdir=results.workdir,
+            publish=False,
+            data_dir=data_dir,
+            **options,
+        )
+    frame = records(results.workdir)
+    rungs = frame[(frame["explainer"] == "ladder") & frame["track"].isin(with_truth) & frame["metric"].isin(metrics)]
+    out: dict[tuple[str, str], Any] = {}
+    for (track, metric), group in rungs.groupby(["track", "metric"]):
+        values: dict[float, dict[str, float | None]] = {}
+        for params, sample, value in zip(group["explainer_params"], group["sample_id"], group["value"], strict=True):
+            a = float(params.get("a", 0.0))
+            if a in LEVELS:
+                values.setdefault(a, {})[str(sample)] = None if value != value else float(value)
+        direction = str(group["direction"].iloc[0])
+        out[(str(track), str(metric))] = ladder_validity(values, direction, seed=seed, track=track, metric=metric)
+    return out

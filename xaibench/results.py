@@ -23,7 +23,15 @@ from xaibench.runner.store import RecordStore
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["LEADERBOARD_COLUMNS", "LEADERBOARD_SCHEMAS", "RECORD_COLUMNS", "leaderboard", "records"]
+__all__ = [
+    "LEADERBOARD_COLUMNS",
+    "LEADERBOARD_SCHEMAS",
+    "META_COLUMNS",
+    "RECORD_COLUMNS",
+    "leaderboard",
+    "meta",
+    "records",
+]
 
 RECORD_COLUMNS: tuple[str, ...] = (
     "track",
@@ -279,3 +287,31 @@ def _is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+META_COLUMNS: tuple[str, ...] = ("track", "metric", "test", "figure", "value", "ci_low", "ci_high", "verdict")
+"""The columns of :func:`meta`: those of ``meta.csv`` (docs/meta.md)."""
+
+
+def meta(path: str | Path) -> pd.DataFrame:
+    """The meta-evaluation (``xaibench meta``) as a DataFrame, one row per (track, metric, test,
+    figure), the columns of ``meta.csv`` (:data:`META_COLUMNS`). ``path`` is ``meta.csv`` or the
+    folder holding it. ``value``, ``ci_low`` and ``ci_high`` are floats (NaN when empty); the other
+    columns strings. Raises :class:`XaibenchError` for a missing file or one without those columns."""
+    pd = _pandas()
+    file = Path(path).expanduser()
+    if file.is_dir():
+        file = file / "meta.csv"
+    if not file.is_file():
+        raise XaibenchError(f"{file}: no such file (xaibench meta writes meta.csv)")
+    try:
+        frame = pd.read_csv(file, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise XaibenchError(f"{file}: not a meta.csv ({str(exc).strip().splitlines()[-1]})") from None
+    missing = [c for c in META_COLUMNS if c not in frame.columns]
+    if missing:
+        raise XaibenchError(f"{file}: not a meta.csv (no column {missing[0]!r}); expected {', '.join(META_COLUMNS)}")
+    frame = frame.reindex(columns=list(META_COLUMNS))
+    for column in ("value", "ci_low", "ci_high"):
+        frame[column] = _numeric(pd, frame[column], file, column).astype("float64")
+    return frame

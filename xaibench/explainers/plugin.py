@@ -6,6 +6,7 @@ from xaibench.api import Explainer, Register
 from xaibench.explainers.baselines import CenterExplainer, OracleExplainer, RandomExplainer, SobelExplainer
 from xaibench.explainers.concepts import ConceptLIME, ConceptLinear, ConceptRISE, ConceptSHAP
 from xaibench.explainers.gradient import GradientExplainer
+from xaibench.explainers.ladder import LadderExplainer
 from xaibench.plugins.hookspecs import hookimpl
 
 EXPLAINERS: list[type[Explainer]] = [
@@ -13,6 +14,7 @@ EXPLAINERS: list[type[Explainer]] = [
     CenterExplainer,
     SobelExplainer,
     OracleExplainer,
+    LadderExplainer,
     GradientExplainer,
     ConceptLinear,
     ConceptLIME,

@@ -1,0 +1,132 @@
+"""``meta.json`` and ``meta.csv``: the meta-evaluation's files (DESIGN 8 and 9).
+
+``meta.json``: ``{"schema": "xaibench.meta/1", "seed", "xaibench", "created", "provenance":
+{"submissions": {file: sha256}, "records": {file: sha256}}, "tracks": {track: {"agreement_means":
+{"within": {family: tau}, "across": tau}, "metrics": {metric: card}}}}``, a card holding the
+metric's family, direction, verdict, flags, validity test, stability figures and agreement
+with every other metric. ``meta.csv``: the same figures tidy, one row per (track, metric, test,
+figure): columns :data:`CSV_FIELDS`; ``value``, ``ci_low`` and ``ci_high`` are empty where a figure
+has none (``n_for_tau_0.9`` is empty when no size below n reaches 0.9: "> n"). Both are written
+atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from xaibench.files import write_csv_atomic, write_json_atomic
+from xaibench.metaeval.assess import Card, TrackMeta
+from xaibench.version import __version__
+
+SCHEMA = "xaibench.meta/1"
+CSV_FIELDS = ("track", "metric", "test", "figure", "value", "ci_low", "ci_high", "verdict")
+JSON_NAME, CSV_NAME = "meta.json", "meta.csv"
+
+
+def digests(paths: Iterable[Path]) -> dict[str, str]:
+    """``{file name: sha256 of its bytes}``: what ``leaderboard build`` matches a ``meta.json`` against."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(paths)}
+
+
+def _number(x: float | int | None) -> float | int | None:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return None
+    return x
+
+
+def card_json(card: Card) -> dict[str, Any]:
+    s, v = card.stability, card.validity
+    return {
+        "family": card.family,
+        "direction": card.direction,
+        "ranking": card.ranking,
+        "verdict": v.verdict,
+        "flags": card.flags,
+        "validity": {
+            "test": v.test,
+            "figure": v.figure,
+            "value": _number(v.value),
+            "ci_low": _number(v.ci_low),
+            "ci_high": _number(v.ci_high),
+            **({"details": v.details} if v.details else {}),
+        },
+        "stability": {
+            "mean_tau": _number(s.mean_tau),
+            "p05_tau": _number(s.p05_tau),
+            "p_top_first": _number(s.p_top),
+            "n_for_tau_0.9": s.n_for_tau,
+            "n": s.n,
+            "explainers": s.explainers,
+            "reason": s.reason,
+        },
+        "agreement": {
+            other: {"tau": _number(a.tau), "ci_low": _number(a.low), "ci_high": _number(a.high), "n": a.n}
+            for other, a in sorted(card.agreement.items())
+        },
+    }
+
+
+def meta_json(
+    tracks: Mapping[str, TrackMeta], *, seed: int, submissions: Mapping[str, str], records: Mapping[str, str]
+) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "seed": seed,
+        "xaibench": __version__,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "provenance": {"submissions": dict(submissions), "records": dict(records)},
+        "tracks": {
+            track: {
+                "agreement_means": {
+                    "within": {f: _number(t) for f, t in meta.within.items()},
+                    "across": _number(meta.across),
+                },
+                "metrics": {name: card_json(card) for name, card in meta.cards.items()},
+            }
+            for track, meta in tracks.items()
+        },
+    }
+
+
+def csv_rows(tracks: Mapping[str, TrackMeta]) -> Iterator[dict[str, Any]]:
+    """The rows of ``meta.csv`` (see the module doc)."""
+    for track, meta in tracks.items():
+        for name, card in meta.cards.items():
+            for test, figure, value, low, high in _figures(card):
+                cells = {"value": _number(value), "ci_low": _number(low), "ci_high": _number(high)}
+                yield {"track": track, "metric": name, "test": test, "figure": figure, **cells, "verdict": card.verdict}
+
+
+def _figures(card: Card) -> Iterator[tuple[str, str, Any, Any, Any]]:
+    """``(test, figure, value, ci_low, ci_high)`` of every figure of one card."""
+    v, s = card.validity, card.stability
+    if v.test is not None:
+        yield v.test, v.figure or "", v.value, v.ci_low, v.ci_high
+    yield "stability", "mean_tau", s.mean_tau, None, None
+    yield "stability", "p05_tau", s.p05_tau, None, None
+    yield "stability", "p_top_first", s.p_top, None, None
+    yield "stability", "n_for_tau_0.9", s.n_for_tau, None, None
+    yield "stability", "n", s.n, None, None
+    for other, a in sorted(card.agreement.items()):
+        yield "agreement", f"tau:{other}", a.tau, a.low, a.high
+
+
+def write_meta(
+    folder: Path,
+    tracks: Mapping[str, TrackMeta],
+    *,
+    seed: int,
+    submissions: Mapping[str, str],
+    records: Mapping[str, str] | None = None,
+) -> tuple[Path, Path]:
+    """Write ``meta.json`` and ``meta.csv`` into ``folder`` (atomically); returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path, csv_path = folder / JSON_NAME, folder / CSV_NAME
+    write_json_atomic(json_path, meta_json(tracks, seed=seed, submissions=submissions, records=records or {}))
+    write_csv_atomic(csv_path, CSV_FIELDS, csv_rows(tracks))
+    return json_path, csv_path

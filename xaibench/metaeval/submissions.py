@@ -1,0 +1,47 @@
+"""The meta-evaluation of a folder of submissions, end to end: read, assess, write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from xaibench.metaeval.assess import TrackMeta, Validity, assess
+from xaibench.metaeval.files import digests, write_meta
+from xaibench.publish.leaderboard import entries_from_submissions, resolve_duplicates
+from xaibench.publish.submission import read_submissions
+
+
+@dataclass
+class MetaResult:
+    """What :func:`meta_of_submissions` computed and wrote."""
+
+    tracks: dict[str, TrackMeta]
+    json_path: Path
+    csv_path: Path
+
+
+def meta_of_submissions(
+    folder: Path,
+    out: Path,
+    *,
+    seed: int = 0,
+    records: Iterable[Path] = (),
+    tracks: Iterable[str] | None = None,
+    validity: Mapping[tuple[str, str], Validity] | None = None,
+) -> MetaResult:
+    """Assess every (track, metric) of the submissions in ``folder`` (the leaderboard's input:
+    duplicates resolved as it resolves them, reference-only explainers left out) and write
+    ``meta.json``/``meta.csv`` into ``out``, with the digests of the submissions and of the
+    ``records`` files (a workdir's ``results/*.jsonl``) used. ``tracks``: only these; ``validity``:
+    the validity tests' outcomes by (track, metric) (:mod:`xaibench.metaeval.ladder`)."""
+    loaded = read_submissions(folder)
+    kept, _ = resolve_duplicates(loaded)
+    reference = {s.key for s in kept if bool(s.data.get("explainer", {}).get("reference_only"))}
+    wanted = None if tracks is None else set(tracks)
+    entries = [e for e in entries_from_submissions(kept) if wanted is None or e.track in wanted]
+    result = assess(entries, seed=seed, reference=reference, validity=validity)
+    json_path, csv_path = write_meta(
+        out, result, seed=seed, submissions=digests(s.path for s in loaded), records=digests(records)
+    )
+    return MetaResult(result, json_path, csv_path)
