@@ -504,6 +504,7 @@ def meta(
     target = Path(out) if out is not None else base / "meta"
     ran = sorted(results.summary.get("tracks", {}))
     validity = _ladder(results, ran, suite or "default", seed, output_path, data_dir, run_options)
+    validity.update(_planted_cue(results, ran, suite or "default", seed, output_path, data_dir, run_options))
     records = sorted((results.workdir / "results").glob("*.jsonl"))
     result = meta_of_submissions(
         results.submissions_dir, target, seed=seed, records=records, tracks=ran, validity=validity
@@ -558,4 +559,85 @@ def _ladder(
                 values.setdefault(a, {})[str(sample)] = None if value != value else float(value)
         direction = str(group["direction"].iloc[0])
         out[(str(track), str(metric))] = ladder_validity(values, direction, seed=seed, track=track, metric=metric)
+    return out
+
+
+def _planted_cue(
+    results: RunResults,
+    tracks: list[str],
+    suite: str | Path,
+    seed: int,
+    output_path: str | Path | None,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+) -> dict[tuple[str, str], Any]:
+    """The planted-cue test (:mod:`xaibench.metaeval.planted`) of every faithfulness metric of the
+    run, on its tracks whose samples carry a planted cue: the model's reliance, measured on the
+    track as the run loaded it, then the reference explainer ``planted`` (cue and object) run
+    through the runner into the same workdir, and each metric's verdict."""
+    import torch
+
+    from xaibench.metaeval.planted import planted_validity, reliance
+    from xaibench.plugins.manager import get_registry
+    from xaibench.results import records
+    from xaibench.runner.config import data_dir as data_dir_set
+    from xaibench.runner.run import resolve_tracks
+    from xaibench.runner.track import load_track
+
+    frame = records(results.workdir)
+    faithful = frame[(frame["family"] == "faithfulness") & frame["track"].isin(tracks)]
+    if faithful.empty:
+        return {}
+    registry = get_registry()
+    figures: dict[str, dict[str, float]] = {}
+    with data_dir_set(data_dir):
+        specs = [s for s in resolve_tracks(registry, str(suite), sorted(set(faithful["track"])))]
+        for spec in specs:
+            track = load_track(spec, registry, limit=run_options.get("limit"))
+            if track.model is None or track.forward is None or not any("cue_box" in s.meta for s in track.samples):
+                continue
+            model, forward = track.model, track.forward
+
+            def predict(images: list[Any], model: Any = model, forward: Any = forward) -> Any:
+                with torch.no_grad():
+                    return forward(model.preprocess(images)).argmax(dim=1).cpu().numpy()
+
+            figures[spec.name] = reliance(track.samples, predict)
+    figures = {t: f for t, f in figures.items() if f}
+    if not figures:
+        return {}
+    metrics = sorted(set(faithful.loc[faithful["track"].isin(figures), "metric"]))
+    options = {k: v for k, v in run_options.items() if k not in ("publish", "params", "metrics")}
+    for region in ("cue", "object"):
+        run(
+            "planted",
+            suite=suite,
+            tracks=sorted(figures),
+            metrics=metrics,
+            params={"planted": {"region": region}},
+            seed=seed,
+            output_path=output_path,
+            workdir=results.workdir,
+            publish=False,
+            data_dir=data_dir,
+            **options,
+        )
+    frame = records(results.workdir)
+    scored = frame[(frame["explainer"] == "planted") & frame["track"].isin(figures) & frame["metric"].isin(metrics)]
+    out: dict[tuple[str, str], Any] = {}
+    for (track_name, metric), group in scored.groupby(["track", "metric"]):
+        by_region: dict[str, dict[str, float | None]] = {"cue": {}, "object": {}}
+        for params, sample, value in zip(group["explainer_params"], group["sample_id"], group["value"], strict=True):
+            region = str(params.get("region", "cue"))
+            if region in by_region:
+                by_region[region][str(sample)] = None if value != value else float(value)
+        out[(str(track_name), str(metric))] = planted_validity(
+            by_region["cue"],
+            by_region["object"],
+            str(group["direction"].iloc[0]),
+            figures[str(track_name)],
+            seed=seed,
+            track=str(track_name),
+            metric=str(metric),
+        )
     return out

@@ -7,6 +7,7 @@ from xaibench.explainers.baselines import CenterExplainer, OracleExplainer, Rand
 from xaibench.explainers.concepts import ConceptLIME, ConceptLinear, ConceptRISE, ConceptSHAP
 from xaibench.explainers.gradient import GradientExplainer
 from xaibench.explainers.ladder import LadderExplainer
+from xaibench.explainers.planted import PlantedExplainer
 from xaibench.plugins.hookspecs import hookimpl
 
 EXPLAINERS: list[type[Explainer]] = [
@@ -15,6 +16,7 @@ EXPLAINERS: list[type[Explainer]] = [
     SobelExplainer,
     OracleExplainer,
     LadderExplainer,
+    PlantedExplainer,
     GradientExplainer,
     ConceptLinear,
     ConceptLIME,
