@@ -93,6 +93,9 @@ def test_meta_on_shapes_finds_the_alignment_metrics_valid_and_the_planted_one_in
     assert row["verdict"].startswith("invalid") and row["ci_low"] <= 0 <= row["ci_high"]
     # the ladder is never published, and a second meta reuses every record (nothing to recompute)
     assert not (tmp_path / "out" / "submissions" / "ladder.json").exists()
+    summary = json.loads((tmp_path / "out" / ".xaibench" / "summary.json").read_text())
+    assert "gradient" in summary["tracks"]["shapes"]["explainers"]  # the assessed run's, not the ladder's
+    assert not xaibench.results.records(tmp_path / "out" / ".xaibench")["explainer"].eq("ladder").any()
     again = xaibench.meta(
         ["random", "center", "gradient", "oracle"],
         suite="default",

@@ -85,7 +85,10 @@ def test_select_finds_the_right_setting_per_image(tmp_path: Path, registry: mana
         "value",
         "parity(which=even)",
         "parity(which=odd)",
+        "objective_label",
+        "objective_status",
     ]
+    assert {(row["objective_label"], row["objective_status"]) for row in rows} == {("", "")}  # iou: ranked
     for row in rows:
         even = int(row["sample_id"].rsplit("-", 1)[1]) % 2 == 0
         assert row["setting"] == ("parity(which=even)" if even else "parity(which=odd)"), row

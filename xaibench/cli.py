@@ -711,6 +711,12 @@ def _application_options(func: Any) -> Any:
             type=click.Path(path_type=Path),
             help="Folder for the CSV and JSON tables (default: the workdir).",
         ),
+        click.option(
+            "--meta",
+            "meta_file",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="A meta.json of xaibench meta: an objective it finds invalid on --track is shown as not ranked.",
+        ),
         DATA_DIR_OPTION,
         TIMEOUT_OPTION,
         THREADS_OPTION,
@@ -748,6 +754,17 @@ def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _objective_status(scores: Any, options: dict[str, Any]) -> Any:
+    """The objective's label and status on the track (printed above the table when it has either)."""
+    from xaibench.applications.objective import objective_status, read_meta
+
+    status = objective_status(scores.objective, scores.track, scores.objective_block, read_meta(options["meta_file"]))
+    line = status.line(scores.objective)
+    if line is not None:
+        console.print(line, style=None if status.ranked else "yellow", markup=False, highlight=False)
+    return status
+
+
 @cli.command()
 @click.option("--explainer", "-e", required=True, help="The explainer whose parameters are searched.")
 @click.option(
@@ -773,6 +790,11 @@ def _number(value: float | None) -> str:
         "Then run the chosen setting on every track of --suite, marked tuned_on_benchmark, write its "
         "submission to --submissions and rebuild the leaderboard."
     ),
+)
+@click.option(
+    "--allow-unranked-objective",
+    is_flag=True,
+    help="Let --submit submit a setting chosen by an objective that is not ranked on the track.",
 )
 @SUBMISSIONS_OPTION
 @LEADERBOARD_DIR_OPTION
@@ -801,7 +823,8 @@ def tune(ctx: click.Context, explainer: str, grid: tuple[str, ...], params: tupl
         _check_publish_targets(submissions_dir, leaderboard_dir)
     config = _application_config(ctx, options)
     scores = score_settings(settings, options["objective"], options["track"], config, registry)
-    result = tune_settings(scores, seed=options["seed"])
+    status = _objective_status(scores, options)
+    result = tune_settings(scores, seed=options["seed"], status=status)
     arrow = "↑" if result.direction == "higher" else "↓"
     table = Table(
         "setting",
@@ -820,6 +843,11 @@ def tune(ctx: click.Context, explainer: str, grid: tuple[str, ...], params: tupl
     console.print(table)
     paths = write_tune(result, options["out_dir"] or options["workdir"])
     console.print(f"best: {result.best.label} (* above); wrote " + ", ".join(str(p) for p in paths))
+    if submit and not status.ranked and not options["allow_unranked_objective"]:
+        raise XaibenchError(
+            f"--submit: --objective {result.objective} is {status.status} on track {result.track}; "
+            "pass --allow-unranked-objective to submit its best setting anyway"
+        )
     if submit:
         from xaibench.publish.submission import write_run
 
@@ -868,7 +896,8 @@ def select_(ctx: click.Context, explainers: tuple[str, ...], grid: tuple[str, ..
         raise click.UsageError("select needs at least two settings: give two --explainer, or a --grid")
     config = _application_config(ctx, options)
     scores = score_settings(settings, options["objective"], options["track"], config, registry)
-    result = select(scores, seed=options["seed"])
+    status = _objective_status(scores, options)
+    result = select(scores, seed=options["seed"], status=status)
     arrow = "↑" if result.direction == "higher" else "↓"
     table = Table("setting", f"mean {result.objective} {arrow}", "images chosen", title=f"select on {result.track}")
     counts = result.counts

@@ -447,6 +447,10 @@ def _publish(out: RunResults, submissions: Path, board_dir: Path, *, site: bool,
 
 # ----------------------------------------------------------------------------- meta-evaluation
 
+# The workdir of meta's own runs (the reference explainers ``ladder`` and ``planted``), inside the
+# run's: their records, summary and cache stay apart from the run they assess.
+META_WORKDIR = "meta"
+
 
 @dataclass
 class MetaResults:
@@ -522,8 +526,8 @@ def _ladder(
     run_options: Mapping[str, Any],
 ) -> dict[tuple[str, str], Any]:
     """The graded-oracle ladder (:mod:`xaibench.metaeval.ladder`) of every alignment metric of the run:
-    the reference explainer ``ladder`` at each level, run through the runner into the same workdir
-    (cached like any explainer, never published), then each metric's verdict."""
+    the reference explainer ``ladder`` at each level, run through the runner into
+    ``<workdir>/meta`` (cached like any explainer, never published), then each metric's verdict."""
     from xaibench.metaeval.ladder import LEVELS, ladder_validity
     from xaibench.results import records
 
@@ -543,12 +547,12 @@ def _ladder(
             params={"ladder": {"a": a}},
             seed=seed,
             output_path=output_path,
-            workdir=results.workdir,
+            workdir=results.workdir / META_WORKDIR,
             publish=False,
             data_dir=data_dir,
             **options,
         )
-    frame = records(results.workdir)
+    frame = records(results.workdir / META_WORKDIR)
     rungs = frame[(frame["explainer"] == "ladder") & frame["track"].isin(with_truth) & frame["metric"].isin(metrics)]
     out: dict[tuple[str, str], Any] = {}
     for (track, metric), group in rungs.groupby(["track", "metric"]):
@@ -574,7 +578,7 @@ def _planted_cue(
     """The planted-cue test (:mod:`xaibench.metaeval.planted`) of every faithfulness metric of the
     run, on its tracks whose samples carry a planted cue: the model's reliance, measured on the
     track as the run loaded it, then the reference explainer ``planted`` (cue and object) run
-    through the runner into the same workdir, and each metric's verdict."""
+    through the runner into ``<workdir>/meta``, and each metric's verdict."""
     import torch
 
     from xaibench.metaeval.planted import planted_validity, reliance
@@ -617,12 +621,12 @@ def _planted_cue(
             params={"planted": {"region": region}},
             seed=seed,
             output_path=output_path,
-            workdir=results.workdir,
+            workdir=results.workdir / META_WORKDIR,
             publish=False,
             data_dir=data_dir,
             **options,
         )
-    frame = records(results.workdir)
+    frame = records(results.workdir / META_WORKDIR)
     scored = frame[(frame["explainer"] == "planted") & frame["track"].isin(figures) & frame["metric"].isin(metrics)]
     out: dict[tuple[str, str], Any] = {}
     for (track_name, metric), group in scored.groupby(["track", "metric"]):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from xaibench.applications.objective import ObjectiveStatus
 from xaibench.applications.settings import SettingScores
 from xaibench.errors import XaibenchError
 from xaibench.files import write_csv_atomic, write_json_atomic
@@ -54,6 +55,8 @@ class SelectResult:
     gain_low: float
     gain_high: float
     skipped: int  # samples not scored by every setting (left out)
+    objective_label: str | None = None  # the objective's label (a PASTA checkpoint's)
+    objective_status: str = ""  # "" when the objective is ranked on the track, else "not ranked: ..."
 
     @property
     def counts(self) -> dict[str, int]:
@@ -67,6 +70,8 @@ class SelectResult:
             "track": self.track,
             "objective": self.objective,
             "direction": self.direction,
+            "objective_label": self.objective_label,
+            "objective_status": self.objective_status,
             "seed": self.seed,
             "settings": self.settings,
             "n": len(self.choices),
@@ -83,7 +88,7 @@ class SelectResult:
         }
 
 
-def select(scores: SettingScores, *, seed: int = 0) -> SelectResult:
+def select(scores: SettingScores, *, seed: int = 0, status: ObjectiveStatus | None = None) -> SelectResult:
     """The per-image choices of ``scores`` and the gain over the best single setting."""
     labels = [s.label for s in scores.settings]
     if len(labels) < 2:
@@ -126,6 +131,8 @@ def select(scores: SettingScores, *, seed: int = 0) -> SelectResult:
         gain_low=low,
         gain_high=high,
         skipped=skipped,
+        objective_label=(status or ObjectiveStatus()).label,
+        objective_status=(status or ObjectiveStatus()).status,
     )
 
 
@@ -140,8 +147,11 @@ def write_select(result: SelectResult, folder: Path) -> list[Path]:
     setting) and the whole result, with the gain, as JSON."""
     folder.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = select_paths(folder, result)
-    fields = ["sample_id", "setting", "value", *result.settings]
-    rows = [{"sample_id": c.sample_id, "setting": c.setting, "value": c.value, **c.values} for c in result.choices]
+    fields = ["sample_id", "setting", "value", *result.settings, "objective_label", "objective_status"]
+    status = {"objective_label": result.objective_label or "", "objective_status": result.objective_status}
+    rows = [
+        {"sample_id": c.sample_id, "setting": c.setting, "value": c.value, **c.values, **status} for c in result.choices
+    ]
     write_csv_atomic(csv_path, fields, rows)
     write_json_atomic(json_path, result.to_json())
     return [csv_path, json_path]

@@ -51,6 +51,8 @@ class SettingScores:
     na_reasons: dict[str, dict[str, int]]  # setting label -> n/a reason -> count
     params: dict[str, dict[str, Any]]  # setting label -> the explainer's full resolved parameters
     sample_ids: list[str]  # the track's samples, in order
+    # what the run recorded about the objective (family, direction, ranking, params: its label)
+    objective_block: dict[str, Any] = field(default_factory=dict)
 
     def better(self, a: float, b: float) -> bool:
         """Whether ``a`` is strictly better than ``b`` in the objective's direction."""
@@ -170,7 +172,9 @@ def score_settings(
         why = "; ".join(f"{r} ({n})" for per in reasons.values() for r, n in per.items()) or "no samples"
         raise XaibenchError(f"--objective {objective}: no value on track {track} for any setting: {why}")
     sample_ids = list(dict.fromkeys(s for per in values.values() for s in per))
-    return SettingScores(track, objective, direction, list(settings), values, reasons, params, sample_ids)
+    first = block["explainers"][settings[0].label]["metrics"][objective]
+    recorded = {k: first[k] for k in ("family", "direction", "ranking", "params") if k in first}
+    return SettingScores(track, objective, direction, list(settings), values, reasons, params, sample_ids, recorded)
 
 
 def candidate_settings(explainers: Sequence[str], grid_items: Sequence[str], option: str = "--grid") -> list[Setting]:

@@ -17,13 +17,28 @@ from typing import Any
 
 import numpy as np
 
+from xaibench.applications.objective import ObjectiveStatus
 from xaibench.applications.settings import Setting, SettingScores
 from xaibench.files import write_csv_atomic, write_json_atomic
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
 
 TUNE_SCHEMA = "xaibench.tune/1"
-CSV_FIELDS = ("setting", "params", "mean", "ci_low", "ci_high", "n", "n_na", "delta", "delta_low", "delta_high", "best")
+CSV_FIELDS = (
+    "setting",
+    "params",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "n",
+    "n_na",
+    "delta",
+    "delta_low",
+    "delta_high",
+    "best",
+    "objective_label",
+    "objective_status",
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,8 @@ class TuneResult:
     rows: list[TuneRow]
     best: Setting
     best_params: dict[str, Any]  # the best setting's full resolved parameters
+    objective_label: str | None = None  # the objective's label (a PASTA checkpoint's)
+    objective_status: str = ""  # "" when the objective is ranked on the track, else "not ranked: ..."
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +81,8 @@ class TuneResult:
             "track": self.track,
             "objective": self.objective,
             "direction": self.direction,
+            "objective_label": self.objective_label,
+            "objective_status": self.objective_status,
             "seed": self.seed,
             "best": {"setting": self.best.label, "params": dict(self.best.params), "resolved": self.best_params},
             "rows": [asdict(r) for r in self.rows],
@@ -77,7 +96,7 @@ def _mean_ci(values: list[float], seed: int) -> tuple[float | None, float | None
     return float(np.mean(values)), low, high
 
 
-def tune(scores: SettingScores, *, seed: int = 0) -> TuneResult:
+def tune(scores: SettingScores, *, seed: int = 0, status: ObjectiveStatus | None = None) -> TuneResult:
     """The table of every setting of ``scores`` and the best one (see the module doc)."""
     means: dict[str, float] = {}
     cells: dict[str, tuple[float | None, float | None, float | None]] = {}
@@ -129,6 +148,8 @@ def tune(scores: SettingScores, *, seed: int = 0) -> TuneResult:
         rows=rows,
         best=best,
         best_params=dict(scores.params[best_label]),
+        objective_label=(status or ObjectiveStatus()).label,
+        objective_status=(status or ObjectiveStatus()).status,
     )
 
 
@@ -146,6 +167,8 @@ def write_tune(result: TuneResult, folder: Path) -> list[Path]:
     for row in result.rows:
         data = asdict(row)
         data["params"] = json.dumps(data["params"], sort_keys=True)
+        data["objective_label"] = result.objective_label or ""
+        data["objective_status"] = result.objective_status
         rows.append(data)
     write_csv_atomic(csv_path, CSV_FIELDS, rows)
     write_json_atomic(json_path, result.to_json())
