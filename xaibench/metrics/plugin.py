@@ -14,6 +14,7 @@ from xaibench.metrics.faithfulness.road import ROAD_METRICS
 from xaibench.metrics.other.field import FIELD_OTHER_METRICS
 from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.metrics.other.sparseness import Sparseness
+from xaibench.metrics.sanity.field import FIELD_SANITY_METRICS
 from xaibench.metrics.sanity.randomisation import ModelRandomisation
 from xaibench.plugins.hookspecs import hookimpl
 
@@ -32,6 +33,7 @@ METRICS: list[type[Metric]] = [
     *FIELD_OTHER_METRICS,
     # sanity (DESIGN 4b; never ranked, flagged)
     ModelRandomisation,
+    *FIELD_SANITY_METRICS,
 ]
 """Every built-in metric class outside the perceptual family, one per DESIGN 8 id."""
 
