@@ -300,3 +300,32 @@ def test_smooth_mprt_averages_seeded_noisy_explanations() -> None:
     assert noise[:-1].std() == pytest.approx(magnitude * (x[0].max() - x[0].min()), rel=0.1)
     ramp = Ramp().explain(None, torch.zeros(3, 3, SIZE, SIZE), torch.zeros(3))
     np.testing.assert_allclose(SmoothMPRT(n=2).score(make_batch(Ramp(), ramp)).values, 1.0)  # flagged
+
+
+# ----------------------------------------------------------------------------- the leaderboard's flag
+
+
+def test_leaderboard_flags_each_sanity_metric_at_its_declared_threshold() -> None:
+    from xaibench.publish.leaderboard import INSENSITIVE, RULES, SANITY_FLAGS, Entry, rank_track
+
+    for cls in FIELD_SANITY_METRICS:  # the leaderboard's table is the classes' declaration
+        how, threshold = SANITY_FLAGS[cls.name]
+        assert (how, float(RULES["sanity_flag_above"]) if threshold is None else threshold) == cls.insensitive_flag
+
+    def entry(explainer: str, metric: str, direction: str, value: float) -> Entry:
+        return Entry("t", explainer, metric, "sanity", direction, False, value, None, None, 8, 0)
+
+    entries = [
+        entry("a", "efficient_mprt", "higher", 1.0),  # no rise in complexity: flagged
+        entry("b", "efficient_mprt", "higher", 1.2),
+        entry("a", "random_logit", "lower", 0.2),
+        entry("b", "random_logit", "lower", 0.6),  # flagged
+        entry("c", "smooth_mprt", "lower", 0.5),  # not above 0.5
+        entry("d", "smooth_mprt", "lower", 0.51),  # flagged
+    ]
+    ranking = rank_track("t", entries)
+    assert ranking.flags == {"a": [INSENSITIVE], "b": [INSENSITIVE], "c": [], "d": [INSENSITIVE]}
+    cells = {(r["explainer"], r["metric"]): r for r in ranking.rows}
+    assert INSENSITIVE in cells[("a", "efficient_mprt")]["flags"]
+    assert INSENSITIVE not in cells[("a", "random_logit")]["flags"]
+    assert INSENSITIVE in cells[("b", "random_logit")]["flags"]
