@@ -1,0 +1,133 @@
+"""Complexity, axiomatic and the newer sanity metrics (DESIGN 3b) against Quantus 0.6 on the same inputs.
+
+EfficientNet-Lite0, the 8 real photos, xaibench's ``gradient`` explainer (|d logit / d x|, max
+over channels) for the maps and for every metric that re-runs the explainer; Quantus gets the
+same maps and, where it re-runs an explainer, the same one (``smooth_mprt``: Quantus's
+``SmoothMPRT`` explains through ``quantus.explain``, here captum's Saliency, the same gradient).
+For each metric: our wall time, Quantus's, their ratio (Quantus / ours), our forward passes and,
+for the metrics whose cost is forward passes, the time of those forwards alone and ours over it.
+
+Parameters, chosen so both sides do comparable work: ``non_sensitivity`` ours with 16 px patches
+(196 features, every channel together: 196 forwards per image), Quantus with
+``features_in_step = 256`` (196 groups of 256 values per channel, one channel at a time: 588
+forwards per image; its features are per channel, see docs/metrics.md); ``smooth_mprt`` n = 10
+on both sides, Quantus scoring only the fully randomised model (``skip_layers``,
+``return_last_correlation``); ``efficient_mprt`` Quantus with ``skip_layers`` (only the last,
+fully randomised model explained). Targets: forward-pass metrics >= 3x faster than Quantus
+and <= 1.3x their own forwards; explainer re-running ones at least as fast as Quantus.
+
+Run: ``.venv/bin/python bench/bench_field_other.py [--images 8] [--metric ID ...] [--skip-quantus]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import quantus
+import torch
+from _faithfulness_common import forward_only_time, load_track, make_batch, timed
+
+from xaibench.allocator import tune_allocator
+from xaibench.api import Metric
+from xaibench.explainers.gradient import GradientExplainer
+from xaibench.metrics.other.axiomatic import Completeness, NonSensitivity
+from xaibench.metrics.other.complexity import Complexity, EffectiveComplexity
+from xaibench.metrics.sanity.mprt import EfficientMPRT, SmoothMPRT
+from xaibench.metrics.sanity.random_logit import RandomLogit
+
+FORWARD_METRICS = ("complexity", "effective_complexity", "completeness", "non_sensitivity")
+RERUN_METRICS = ("random_logit", "smooth_mprt", "efficient_mprt")
+
+
+def quantus_explain(model_object: Any) -> Callable[..., np.ndarray]:
+    """Quantus's ``explain_func``: xaibench's gradient explainer on whatever module Quantus passes."""
+    explainer = GradientExplainer()
+
+    def explain(model: torch.nn.Module, inputs: np.ndarray, targets: np.ndarray, **_: Any) -> np.ndarray:
+        holder = type("Holder", (), {})()
+        holder.module = model
+        x = torch.as_tensor(np.asarray(inputs), dtype=torch.float32)
+        return explainer.explain(holder, x, torch.as_tensor(np.asarray(targets)))[:, None]
+
+    return explain
+
+
+def ours_and_quantus(name: str, batch_size: int, n_images: int) -> dict[str, tuple[Metric, Callable[[], Any] | None]]:
+    return {
+        "complexity": (Complexity(), lambda q: quantus.Complexity(disable_warnings=True)),
+        "effective_complexity": (EffectiveComplexity(), lambda q: quantus.EffectiveComplexity(disable_warnings=True)),
+        "completeness": (Completeness(), lambda q: quantus.Completeness(perturb_baseline=0.0, disable_warnings=True)),
+        "non_sensitivity": (
+            NonSensitivity(),
+            lambda q: quantus.NonSensitivity(perturb_baseline=0.0, features_in_step=256, disable_warnings=True),
+        ),
+        "random_logit": (RandomLogit(), lambda q: quantus.RandomLogit(num_classes=1000, disable_warnings=True)),
+        "smooth_mprt": (
+            SmoothMPRT(n=10),
+            lambda q: quantus.SmoothMPRT(
+                nr_samples=10, skip_layers=True, return_last_correlation=True, disable_warnings=True
+            ),
+        ),
+        "efficient_mprt": (EfficientMPRT(), lambda q: quantus.EfficientMPRT(skip_layers=True, disable_warnings=True)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=8)
+    parser.add_argument("--metric", action="append", help="only these metric ids (repeatable)")
+    parser.add_argument("--skip-quantus", action="store_true")
+    parser.add_argument("--batch-size", type=int, default=16, help="images per forward pass for ours")
+    args = parser.parse_args()
+    tune_allocator()
+    model, inputs, targets, _, samples = load_track(args.images)
+    explainer = GradientExplainer()
+    saliency = explainer.explain(model, inputs, torch.as_tensor(targets)).astype(np.float64)
+    forward_only_time(model, inputs, len(inputs), args.batch_size)  # warm-up
+    table = ours_and_quantus("", args.batch_size, len(inputs))
+    wanted = args.metric or list(table)
+    print(f"{len(inputs)} photos, EfficientNet-Lite0, gradient maps, torch threads {torch.get_num_threads()}")
+    header = f"{'metric':22} {'ours s':>8} {'Quantus s':>10} {'Q / ours':>9} {'forwards':>9} {'fwd s':>8} {'ours/fwd':>9}"
+    print(header)
+    for name in wanted:
+        metric, make_quantus = table[name]
+        batch = make_batch(model, inputs, targets, saliency, samples, args.batch_size)
+        batch.explainer = explainer
+        ours_s, out = timed(lambda metric=metric, batch=batch: metric.score(batch))
+        fwd = out.forward_passes
+        if name in FORWARD_METRICS and fwd:
+            floor_s = forward_only_time(model, inputs, fwd, args.batch_size)
+            floor = f"{floor_s:8.2f} {ours_s / floor_s:8.2f}x"
+        else:
+            floor = f"{'-':>8} {'-':>9}"
+        quantus_text = f"{'-':>10} {'-':>9}"
+        if not args.skip_quantus:
+            q = make_quantus(None)
+            kwargs: dict[str, Any] = {}
+            if name in RERUN_METRICS:
+                kwargs["explain_func"] = quantus_explain(model)
+            if name == "smooth_mprt":
+                kwargs = {"explain_func": quantus.explain, "explain_func_kwargs": {"method": "Saliency"}}
+            np.random.seed(0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                quantus_s, _ = timed(
+                    lambda q=q, kwargs=kwargs: q(
+                        model=model.module,
+                        x_batch=inputs.numpy(),
+                        y_batch=targets,
+                        a_batch=saliency[:, None].astype(np.float32),
+                        batch_size=len(inputs),
+                        **kwargs,
+                    )
+                )
+            quantus_text = f"{quantus_s:10.2f} {quantus_s / ours_s:8.2f}x"
+        print(f"{name:22} {ours_s:8.2f} {quantus_text} {fwd:9d} {floor}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
