@@ -43,7 +43,7 @@ FORWARD_METRICS = ("complexity", "effective_complexity", "completeness", "non_se
 RERUN_METRICS = ("random_logit", "smooth_mprt", "efficient_mprt")
 
 
-def quantus_explain(model_object: Any) -> Callable[..., np.ndarray]:
+def quantus_explain() -> Callable[..., np.ndarray]:
     """Quantus's ``explain_func``: xaibench's gradient explainer on whatever module Quantus passes."""
     explainer = GradientExplainer()
 
@@ -56,23 +56,24 @@ def quantus_explain(model_object: Any) -> Callable[..., np.ndarray]:
     return explain
 
 
-def ours_and_quantus(name: str, batch_size: int, n_images: int) -> dict[str, tuple[Metric, Callable[[], Any] | None]]:
+def ours_and_quantus() -> dict[str, tuple[Metric, Callable[[], Any]]]:
+    """Metric id -> (our metric, a maker of Quantus's with the parameters of the module doc)."""
     return {
-        "complexity": (Complexity(), lambda q: quantus.Complexity(disable_warnings=True)),
-        "effective_complexity": (EffectiveComplexity(), lambda q: quantus.EffectiveComplexity(disable_warnings=True)),
-        "completeness": (Completeness(), lambda q: quantus.Completeness(perturb_baseline=0.0, disable_warnings=True)),
+        "complexity": (Complexity(), lambda: quantus.Complexity(disable_warnings=True)),
+        "effective_complexity": (EffectiveComplexity(), lambda: quantus.EffectiveComplexity(disable_warnings=True)),
+        "completeness": (Completeness(), lambda: quantus.Completeness(perturb_baseline=0.0, disable_warnings=True)),
         "non_sensitivity": (
             NonSensitivity(),
-            lambda q: quantus.NonSensitivity(perturb_baseline=0.0, features_in_step=256, disable_warnings=True),
+            lambda: quantus.NonSensitivity(perturb_baseline=0.0, features_in_step=256, disable_warnings=True),
         ),
-        "random_logit": (RandomLogit(), lambda q: quantus.RandomLogit(num_classes=1000, disable_warnings=True)),
+        "random_logit": (RandomLogit(), lambda: quantus.RandomLogit(num_classes=1000, disable_warnings=True)),
         "smooth_mprt": (
             SmoothMPRT(n=10),
-            lambda q: quantus.SmoothMPRT(
+            lambda: quantus.SmoothMPRT(
                 nr_samples=10, skip_layers=True, return_last_correlation=True, disable_warnings=True
             ),
         ),
-        "efficient_mprt": (EfficientMPRT(), lambda q: quantus.EfficientMPRT(skip_layers=True, disable_warnings=True)),
+        "efficient_mprt": (EfficientMPRT(), lambda: quantus.EfficientMPRT(skip_layers=True, disable_warnings=True)),
     }
 
 
@@ -88,11 +89,11 @@ def main() -> None:
     explainer = GradientExplainer()
     saliency = explainer.explain(model, inputs, torch.as_tensor(targets)).astype(np.float64)
     forward_only_time(model, inputs, len(inputs), args.batch_size)  # warm-up
-    table = ours_and_quantus("", args.batch_size, len(inputs))
+    table = ours_and_quantus()
     wanted = args.metric or list(table)
     print(f"{len(inputs)} photos, EfficientNet-Lite0, gradient maps, torch threads {torch.get_num_threads()}")
-    header = f"{'metric':22} {'ours s':>8} {'Quantus s':>10} {'Q / ours':>9} {'forwards':>9} {'fwd s':>8} {'ours/fwd':>9}"
-    print(header)
+    print(f"{'metric':22} {'ours s':>8} {'Quantus s':>10} {'Q / ours':>9}", end=" ")
+    print(f"{'forwards':>9} {'fwd s':>8} {'ours/fwd':>9}")
     for name in wanted:
         metric, make_quantus = table[name]
         batch = make_batch(model, inputs, targets, saliency, samples, args.batch_size)
@@ -106,10 +107,10 @@ def main() -> None:
             floor = f"{'-':>8} {'-':>9}"
         quantus_text = f"{'-':>10} {'-':>9}"
         if not args.skip_quantus:
-            q = make_quantus(None)
+            q = make_quantus()
             kwargs: dict[str, Any] = {}
             if name in RERUN_METRICS:
-                kwargs["explain_func"] = quantus_explain(model)
+                kwargs["explain_func"] = quantus_explain()
             if name == "smooth_mprt":
                 kwargs = {"explain_func": quantus.explain, "explain_func_kwargs": {"method": "Saliency"}}
             np.random.seed(0)
