@@ -17,14 +17,21 @@ the same inputs.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from xaibench.api import ForwardCounter, MetricInput, Model, Sample
+from xaibench.api import Explainer, ForwardCounter, MetricInput, Model, Sample
 from xaibench.metrics.other import complexity_formulas as fc
-from xaibench.metrics.other.axiomatic import Completeness, NonSensitivity
+from xaibench.metrics.other.axiomatic import (
+    Completeness,
+    InputInvariance,
+    NonSensitivity,
+    SurgeryUnsupported,
+    shift_absorbed,
+)
 from xaibench.metrics.other.complexity import Complexity, EffectiveComplexity
 from xaibench.metrics.other.field import FIELD_OTHER_METRICS
 
@@ -268,3 +275,105 @@ def test_axiomatic_na_without_a_model() -> None:
     for metric in (Completeness(), NonSensitivity()):
         out = metric.score(batch)
         assert np.isnan(out.values).all() and out.reasons[0] == "needs model access"
+
+
+# ----------------------------------------------------------------------------- input invariance
+
+
+class ConvNet(torch.nn.Module):
+    """A zero-padded convolution (no bias, like EfficientNet's stem), ReLU, a linear head."""
+
+    def __init__(self, padding: int = 1, bias: bool = False) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(4)
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=padding, bias=bias)
+            side = 8 if padding else 6
+            self.fc = torch.nn.Linear(4 * side * side, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.relu(self.conv(x) + 0.1).flatten(1))
+
+
+class GradientMap(Explainer):
+    """d logit_t / d x summed over channels; ``times_input``: gradient x input."""
+
+    name = "gradient-map"
+    version = "1.0.0"
+
+    def __init__(self, times_input: bool = False) -> None:
+        super().__init__()
+        self.times_input = times_input
+
+    def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
+        x = torch.as_tensor(inputs).clone().requires_grad_(True)
+        out = model.module(x).gather(1, torch.as_tensor(targets).view(-1, 1)).sum()
+        (grad,) = torch.autograd.grad(out, x)
+        return (grad * x if self.times_input else grad).sum(dim=1).detach().numpy()
+
+
+def invariance_batch(module: torch.nn.Module, explainer: Explainer) -> MetricInput:
+    model = ToyModel(module, 8)
+    inputs = torch.from_numpy(np.random.default_rng(6).normal(size=(2, 3, 8, 8)).astype(np.float32))
+    targets = np.array([0, 2])
+    batch = batch_for(model, inputs, explainer.explain(model, inputs, targets), targets)
+    batch.explainer = explainer
+    return batch
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_shift_absorbed_reproduces_the_model(padding: int) -> None:
+    model = ToyModel(ConvNet(padding), 8)
+    x = torch.from_numpy(np.random.default_rng(7).normal(size=(2, 3, 8, 8)).astype(np.float32))
+    shifted = shift_absorbed(model, -1.0)
+    torch.testing.assert_close(shifted.module(x - 1.0), model.module(x), atol=1e-5, rtol=1e-5)
+    assert shifted.identity == "toy-linear@0~shifted(-1)"
+    assert model.module.conv.bias is None  # the original is untouched
+    linear = ToyModel(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 64, 3, bias=False)), 8)
+    torch.testing.assert_close(shift_absorbed(linear, 2.0).module(x + 2.0), linear.module(x), atol=1e-4, rtol=1e-5)
+    with pytest.raises(SurgeryUnsupported, match="BatchNorm2d"):
+        shift_absorbed(ToyModel(torch.nn.Sequential(torch.nn.BatchNorm2d(3)), 8), 1.0)
+
+
+def test_input_invariance_gradient_is_invariant_gradient_x_input_is_not() -> None:
+    out = InputInvariance().score(invariance_batch(ConvNet(1), GradientMap()))
+    assert np.all(out.values < 1e-5), out.values
+    assert out.extras is not None and all(e == {"invariant": True} for e in out.extras)
+    assert out.forward_passes == 2 + 2 + 2  # the check (model and shifted model) and the explanations
+    # gradient x input: E' - E = grad * shift (the gradients are equal), by hand
+    batch = invariance_batch(ConvNet(1), GradientMap(times_input=True))
+    out = InputInvariance().score(batch)
+    grad = GradientMap().explain(batch.model, batch.inputs, batch.targets)
+    expected = [np.linalg.norm(-1.0 * grad[b]) / np.linalg.norm(batch.saliency[b]) for b in range(2)]
+    np.testing.assert_allclose(out.values, expected, rtol=1e-4)
+    assert np.all(out.values > 0.1)
+
+
+def test_quantus_input_invariance_breaks_a_padded_convolution() -> None:
+    for padding, quantus_says in ((0, True), (1, False)):
+        batch = invariance_batch(ConvNet(padding, bias=True), GradientMap())  # Quantus needs a bias
+        ours = InputInvariance().score(batch).values
+        assert np.all(ours < 1e-5)  # the paper: the gradient is input invariant
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = quantus.InputInvariance(disable_warnings=True)(
+                model=batch.model.module,
+                x_batch=batch.inputs.numpy(),
+                y_batch=batch.targets,
+                a_batch=batch.saliency[:, None].astype(np.float32),
+                explain_func=lambda model, inputs, targets, **_: GradientMap().explain(
+                    type("M", (), {"module": model})(), inputs, targets
+                )[:, None],
+            )
+        # Quantus agrees without padding; with zero padding its bias (set from one output value of
+        # the shifted layer, the border's) does not reproduce the model, and the maps differ
+        assert [bool(v) for v in theirs] == [quantus_says] * 2
+
+
+def test_input_invariance_na() -> None:
+    batch = invariance_batch(ConvNet(1), GradientMap())
+    batch.model = ToyModel(torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Flatten()), 8)
+    assert "cannot absorb" in str(InputInvariance().score(batch).reasons[0])
+    batch = invariance_batch(ConvNet(1), GradientMap())
+    batch.explainer = type("Handle", (), {"explain": GradientMap().explain})()
+    assert "in this process" in str(InputInvariance().score(batch).reasons[0])

@@ -1,5 +1,6 @@
 """Axiomatic metrics (DESIGN 3b, family ``other``, never ranked): completeness (Sundararajan et
-al. 2017) and non-sensitivity (Nguyen and Rodriguez Martinez 2020).
+al. 2017), non-sensitivity (Nguyen and Rodriguez Martinez 2020) and input invariance (Kindermans
+et al. 2017; not registered yet, see :class:`InputInvariance`).
 
 Both forward through the batch's :class:`~xaibench.api.ForwardCounter` (in batches, each
 distinct image once, counted in ``forward_passes``). Completeness reads logits (the function an
@@ -9,16 +10,25 @@ itself with the counter's batching and device rules and adds the images to its c
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from torch import nn
 
-from xaibench.api import ForwardCounter, Metric, MetricInput, MetricOutput
-from xaibench.metrics.faithfulness.context import OWNER, BatchedScorer, FaithfulnessBatch, faithfulness_batch
+from xaibench.api import ExplainContext, Explainer, ForwardCounter, Metric, MetricInput, MetricOutput, Model
+from xaibench.metrics.faithfulness.context import (
+    OWNER,
+    BatchedScorer,
+    FaithfulnessBatch,
+    faithfulness_batch,
+    resize_maps,
+)
 from xaibench.metrics.other import complexity_formulas as fc
 from xaibench.params import Param
+from xaibench.randomisation import parameter_modules
 
 BASELINES = ("zero", "black")
 
@@ -196,3 +206,151 @@ class NonSensitivity(Metric):
                     )[0]
                 )
         return MetricOutput(values=values, reasons=reasons, forward_passes=ctx.forwarded() - before)
+
+
+# ----------------------------------------------------------------------------- input invariance
+
+
+class SurgeryUnsupported(ValueError):
+    """The model's input layer cannot absorb a constant input shift in its bias."""
+
+
+def shift_absorbed(model: Model, shift: float) -> Model:
+    """A deep copy of ``model`` whose input layer absorbs a constant input shift ``shift``
+    (Kindermans et al. 2017): with the copy f', f'(x + shift) = f(x). The input layer is the
+    first module that owns parameters (registration order); its bias becomes b - shift W 1
+    (a bias is added when it has none), and a zero-padded convolution pads with ``shift``
+    instead (so the padded border is shifted too). Supported: ``nn.Linear`` and ``nn.Conv2d``
+    with zero padding (a number per side, or a ``static_padding`` ``ZeroPad2d`` as in
+    efficientnet-pytorch); anything else raises :class:`SurgeryUnsupported` with the reason."""
+    owners = parameter_modules(model.module)
+    if not owners:
+        raise SurgeryUnsupported("the model has no parameters")
+    copy_ = copy.deepcopy(model)
+    modules = dict(copy_.module.named_modules())
+    path, _ = owners[-1]
+    first = modules[path]
+    with torch.no_grad():
+        if isinstance(first, nn.Linear):
+            absorbed = shift * first.weight.sum(dim=1)
+        elif isinstance(first, nn.Conv2d):
+            if first.padding_mode != "zeros" or isinstance(first.padding, str):
+                raise SurgeryUnsupported(f"input layer {path!r} pads with {first.padding_mode}/{first.padding!r}")
+            static = getattr(first, "static_padding", None)
+            if isinstance(static, nn.ZeroPad2d):
+                first.static_padding = nn.ConstantPad2d(static.padding, shift)
+            elif static is not None and not isinstance(static, nn.Identity):
+                raise SurgeryUnsupported(f"input layer {path!r} pads with {type(static).__name__}")
+            ph, pw = first.padding
+            if ph or pw:
+                first.padding = (0, 0)
+                wrapped = nn.Sequential(nn.ConstantPad2d((pw, pw, ph, ph), shift), first)
+                parent_path, _, leaf = path.rpartition(".")
+                parent = modules[parent_path] if parent_path else copy_.module
+                if not parent_path and first is copy_.module:
+                    raise SurgeryUnsupported("the model is a single convolution")
+                setattr(parent, leaf, wrapped)
+            absorbed = shift * first.weight.sum(dim=(1, 2, 3))
+        else:
+            raise SurgeryUnsupported(f"input layer {path!r} is a {type(first).__name__} (not Linear or Conv2d)")
+        if first.bias is None:
+            first.bias = nn.Parameter(-absorbed.clone(), requires_grad=False)
+        else:
+            first.bias.copy_(first.bias - absorbed)
+    base = str(model.identity)
+    cls = type(copy_)
+    identity = f"{base}~shifted({shift:g})"
+    try:
+        copy_.identity = identity  # type: ignore[misc]
+    except AttributeError:  # a read-only property: a subclass that names the shifted model
+        copy_.__class__ = type(f"Shifted{cls.__name__}", (cls,), {"identity": property(lambda self: identity)})
+    return copy_
+
+
+class InputInvariance(Metric):
+    """Input invariance (Kindermans et al. 2017, "The (un)reliability of saliency methods"): the
+    input is shifted by a constant (``shift`` in normalised space, every pixel and channel) and the
+    model's input layer absorbs the shift in its bias (:func:`shift_absorbed`), so the shifted
+    model on the shifted input computes exactly what the model computes on the input; an
+    input-invariant explainer gives the same map. Value: ||E' - E||_2 / ||E||_2, E' the map
+    re-run on the shifted pair; relative L2 distance >= 0, lower is better (0: invariant;
+    gradients are, gradient x input is not); not ranked. n/a with the reason when the input
+    layer cannot absorb the shift (only ``Linear`` and zero-padded ``Conv2d`` input layers can)
+    or the surgery does not preserve the output. Quantus 0.6 ``InputInvariance`` returns a
+    boolean (maps equal within 1e-4) and, for a padded convolution, sets the bias from one value
+    of the shifted layer's output (the border's), which does not preserve the model.
+
+    Not registered yet: the runner's executors rebuild only the track's model and its
+    randomised copies in their workers, not a shifted model, so a worker-run explainer cannot
+    explain it (the metric says so, n/a). Cost: 2 forward passes (the check) and one
+    explanation per sample."""
+
+    name = "input_invariance"
+    family = "other"
+    direction = "lower"
+    ranking = False
+    default = False
+    needs = ("model",)
+    licence = "Apache-2.0"
+    version = "1.0.0"
+    unit = "relative L2 distance"
+    default_params: ClassVar[Mapping[str, Any]] = {"shift": -1.0}
+    param_specs: ClassVar[Mapping[str, Param]] = {"shift": Param(float)}
+    description = (
+        "Input invariance (Kindermans 2017): ||E' - E|| / ||E||, E' re-run on the input shifted by a constant and "
+        "the model whose first-layer bias absorbs it; lower is better (0 = invariant)."
+    )
+
+    def score(self, batch: MetricInput) -> MetricOutput:
+        size = len(batch.samples)
+        if batch.explainer is None:
+            return MetricOutput.not_applicable(size, "needs the explainer to re-run it on the shifted model")
+        if not isinstance(batch.explainer, Explainer):
+            reason = "needs the explainer in this process (the executors do not rebuild a shifted model)"
+            return MetricOutput.not_applicable(size, reason)
+        ctx = faithfulness_batch(batch)
+        if isinstance(ctx, str):
+            return MetricOutput.not_applicable(size, ctx)
+        assert batch.model is not None
+        shift = float(self.params["shift"])
+        try:
+            shifted = shift_absorbed(batch.model, shift)
+        except SurgeryUnsupported as exc:
+            return MetricOutput.not_applicable(size, f"the input layer cannot absorb an input shift: {exc}")
+        before = ctx.forwarded()
+        inputs = ctx.inputs.to(ctx.device)
+        moved = inputs + shift
+        original = forward_logits(ctx.forward, inputs).double()
+        counter = ForwardCounter(shifted.module, batch_size=ctx.forward.batch_size, device=ctx.forward.device)
+        after = forward_logits(counter, moved).double()
+        forwards = ctx.forwarded() - before + counter.images
+        tolerance = 1e-3 * (1.0 + float(original.abs().max()))
+        if not float((after - original).abs().max()) <= tolerance:
+            reason = "the shifted model does not reproduce the output: its first parameter owner is not the input layer"
+            return MetricOutput.not_applicable(size, reason)
+        targets = torch.as_tensor(ctx.targets, dtype=torch.long)
+        context = ExplainContext(samples=list(batch.samples))
+        try:
+            out = batch.explainer.explain(shifted, moved, targets, seed=ctx.seed, context=context)
+        except Exception as exc:  # noqa: BLE001 - the explainer's failure is the batch's n/a reason
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return MetricOutput.not_applicable(size, f"explainer failed on the shifted model: {text}"[:300])
+        if isinstance(out, list):
+            return MetricOutput.not_applicable(size, "the explainer returned concept explanations")
+        maps = out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else np.asarray(out)
+        maps = resize_maps(maps.astype(np.float32).astype(np.float64), tuple(ctx.saliency.shape[1:]))
+        values = np.full(size, np.nan)
+        reasons: list[str | None] = [None] * size
+        extras: list[dict[str, Any] | None] = [None] * size
+        for b in range(size):
+            norm = float(np.linalg.norm(ctx.saliency[b]))
+            if ctx.valid[b]:
+                reasons[b] = ctx.valid[b]
+            elif not np.isfinite(maps[b]).all():
+                reasons[b] = "the explainer returned NaN or infinite values on the shifted model"
+            elif not norm > 0:
+                reasons[b] = "all-zero saliency map: relative distance undefined"
+            else:
+                values[b] = float(np.linalg.norm(maps[b] - ctx.saliency[b]) / norm)
+                extras[b] = {"invariant": bool(np.allclose(maps[b], ctx.saliency[b], atol=1e-4))}
+        return MetricOutput(values=values, reasons=reasons, extras=extras, forward_passes=forwards + size)
