@@ -377,3 +377,16 @@ def test_input_invariance_na() -> None:
     batch = invariance_batch(ConvNet(1), GradientMap())
     batch.explainer = type("Handle", (), {"explain": GradientMap().explain})()
     assert "in this process" in str(InputInvariance().score(batch).reasons[0])
+
+
+def test_quantus_non_sensitivity_cannot_group_features() -> None:
+    """Quantus 0.6 compares (B, steps) with (B, features): any ``features_in_step`` above 1 raises,
+    so it needs one forward per value (C H W per image); ours groups pixels in patches."""
+    model, weight, inputs, targets = dead_pixel_setup(1)
+    maps = gradient_x_input(weight, inputs, targets)
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="broadcast"):
+        warnings.simplefilter("ignore")
+        quantus.NonSensitivity(perturb_baseline=0.0, features_in_step=2, disable_warnings=True)(
+            model=model.module, x_batch=inputs.numpy(), y_batch=targets, a_batch=maps[:, None].astype(np.float32)
+        )
+    assert list(NonSensitivity(patch=2).score(batch_for(model, inputs, maps, targets)).values) == [0.0, 0.0]
