@@ -11,8 +11,10 @@ from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS
 from xaibench.metrics.faithfulness.average_drop import AverageDrop
 from xaibench.metrics.faithfulness.curves import Deletion, Insertion
 from xaibench.metrics.faithfulness.road import ROAD_METRICS
+from xaibench.metrics.other.field import FIELD_OTHER_METRICS
 from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.metrics.other.sparseness import Sparseness
+from xaibench.metrics.sanity.field import FIELD_SANITY_METRICS
 from xaibench.metrics.sanity.randomisation import ModelRandomisation
 from xaibench.plugins.hookspecs import hookimpl
 
@@ -28,8 +30,10 @@ METRICS: list[type[Metric]] = [
     # other axes (not ranked)
     MaxSensitivity,
     Sparseness,
+    *FIELD_OTHER_METRICS,
     # sanity (DESIGN 4b; never ranked, flagged)
     ModelRandomisation,
+    *FIELD_SANITY_METRICS,
 ]
 """Every built-in metric class outside the perceptual family, one per DESIGN 8 id."""
 

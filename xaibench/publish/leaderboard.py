@@ -69,6 +69,28 @@ NEVER_RANKED = frozenset({"pasta_q5", "pasta_q6"})
 """Metrics never ranked whatever a file says (Q5/Q6 measure change under perturbation)."""
 SANITY_METRIC = "model_randomisation"
 INSENSITIVE = "insensitive to the model"
+SANITY_FLAGS: dict[str, tuple[str, float | None]] = {
+    SANITY_METRIC: ("above", None),
+    "smooth_mprt": ("above", None),
+    "random_logit": ("above", 0.5),
+    "efficient_mprt": ("at_most", 1.0),
+}
+"""Sanity metric -> when its mean flags the explainer "insensitive to the model": ``("above", t)``
+a mean above t, ``("at_most", t)`` a mean of at most t; t ``None``: the rules'
+``sanity_flag_above`` (DESIGN 4b's 0.5 for the Spearman-based ones). The metric classes declare
+the same in ``insensitive_flag``."""
+
+
+def insensitive(e: Entry, rules: Rules) -> bool:
+    """Whether ``e`` (a sanity metric's mean) flags its explainer "insensitive to the model"."""
+    rule = SANITY_FLAGS.get(e.metric)
+    if rule is None or e.value is None:
+        return False
+    how, threshold = rule
+    limit = float(rules["sanity_flag_above"]) if threshold is None else threshold
+    return e.value > limit if how == "above" else e.value <= limit
+
+
 PASTA_LABEL = "PASTA"
 NO_SAMPLES = "not ranked: no per-sample values"
 SHOWN_ONLY = "not ranked: shown only"
@@ -306,7 +328,7 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Rules = RULES) -> Tr
 
     flags: dict[str, list[str]] = {x: [] for x in explainers}
     for e in entries:
-        if e.metric == SANITY_METRIC and e.value is not None and e.value > float(rules["sanity_flag_above"]):
+        if insensitive(e, rules) and INSENSITIVE not in flags[e.explainer]:
             flags[e.explainer].append(INSENSITIVE)
 
     rows: list[BoardRow] = []
@@ -330,7 +352,7 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Rules = RULES) -> Tr
         for e in sorted(group, key=lambda e: e.explainer):
             rank, status = ranks[e.explainer]
             cell_flags = [f for f in (na_flag(e.n, e.n_na, rules),) if f]
-            if e.metric == SANITY_METRIC and INSENSITIVE in flags[e.explainer]:
+            if insensitive(e, rules):
                 cell_flags.append(INSENSITIVE)
             label = (perceptual_label or "") if e.family == "perceptual" else ""
             rows.append(_metric_row(e, rank, status, label, "; ".join(cell_flags)))
