@@ -509,9 +509,10 @@ def meta(
     ran = sorted(results.summary.get("tracks", {}))
     validity = _ladder(results, ran, suite or "default", seed, output_path, data_dir, run_options)
     validity.update(_planted_cue(results, ran, suite or "default", seed, output_path, data_dir, run_options))
+    ceilings = _human_ceilings(results, ran, suite or "default", seed, data_dir, run_options)
     records = sorted((results.workdir / "results").glob("*.jsonl"))
     result = meta_of_submissions(
-        results.submissions_dir, target, seed=seed, records=records, tracks=ran, validity=validity
+        results.submissions_dir, target, seed=seed, records=records, tracks=ran, validity=validity, ceilings=ceilings
     )
     return MetaResults(result.tracks, result.json_path, result.csv_path, results)
 
@@ -644,4 +645,43 @@ def _planted_cue(
             track=str(track_name),
             metric=str(metric),
         )
+    return out
+
+
+def _human_ceilings(
+    results: RunResults,
+    tracks: list[str],
+    suite: str | Path,
+    seed: int,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+) -> dict[tuple[str, str], Any]:
+    """The human ceiling (:mod:`xaibench.metaeval.ceiling`) of the alignment metrics of the run's
+    tracks on ``human-attention``."""
+    from xaibench.metaeval.ceiling import DATASET, human_ceiling
+    from xaibench.plugins.manager import get_registry
+    from xaibench.results import records
+    from xaibench.runner.config import data_dir as data_dir_set
+    from xaibench.runner.run import resolve_tracks
+
+    registry = get_registry()
+    out: dict[tuple[str, str], Any] = {}
+    with data_dir_set(data_dir):
+        specs = [s for s in resolve_tracks(registry, str(suite), tracks) if s.dataset == DATASET]
+        if not specs:
+            return {}
+        frame = records(results.workdir)
+        for spec in specs:
+            aligned = frame[(frame["track"] == spec.name) & (frame["family"] == "alignment")]
+            names = sorted(set(aligned["metric"]))
+            if not names:
+                continue
+            limit = (
+                min(x for x in (run_options.get("limit"), spec.limit) if x)
+                if (run_options.get("limit") or spec.limit)
+                else None
+            )
+            ceiling = human_ceiling(registry, names, dataset_params=spec.dataset_params, limit=limit, seed=seed)
+            for metric, value in ceiling.items():
+                out[(spec.name, metric)] = value
     return out

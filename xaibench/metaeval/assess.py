@@ -59,6 +59,7 @@ class Card:
     stability: Stability
     agreement: dict[str, Agreement] = field(default_factory=dict)
     validity: Validity = field(default_factory=Validity)
+    ceiling: Any = None  # the human ceiling (xaibench.metaeval.ceiling.Ceiling) where the track has one
 
     @property
     def flags(self) -> list[str]:

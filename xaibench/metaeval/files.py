@@ -68,6 +68,16 @@ def card_json(card: Card) -> dict[str, Any]:
             other: {"tau": _number(a.tau), "ci_low": _number(a.low), "ci_high": _number(a.high), "n": a.n}
             for other, a in sorted(card.agreement.items())
         },
+        **({"human_ceiling": _ceiling_json(card.ceiling)} if card.ceiling is not None else {}),
+    }
+
+
+def _ceiling_json(ceiling: Any) -> dict[str, Any]:
+    return {
+        "value": _number(ceiling.value),
+        "n": ceiling.n,
+        "pairs": {pair: _number(v) for pair, v in sorted(ceiling.pairs.items())},
+        "fractions": {x: _number(f) for x, f in sorted(ceiling.fractions.items())},
     }
 
 
@@ -114,6 +124,10 @@ def _figures(card: Card) -> Iterator[tuple[str, str, Any, Any, Any]]:
     yield "stability", "n", s.n, None, None
     for other, a in sorted(card.agreement.items()):
         yield "agreement", f"tau:{other}", a.tau, a.low, a.high
+    if card.ceiling is not None:
+        yield "human-ceiling", "ceiling", card.ceiling.value, None, None
+        for explainer, fraction in sorted(card.ceiling.fractions.items()):
+            yield "human-ceiling", f"fraction:{explainer}", fraction, None, None
 
 
 def write_meta(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xaibench.metaeval.assess import TrackMeta, Validity, assess
+from xaibench.metaeval.ceiling import Ceiling, fractions
 from xaibench.metaeval.files import digests, write_meta
 from xaibench.publish.leaderboard import entries_from_submissions, resolve_duplicates
 from xaibench.publish.submission import read_submissions
@@ -29,18 +30,28 @@ def meta_of_submissions(
     records: Iterable[Path] = (),
     tracks: Iterable[str] | None = None,
     validity: Mapping[tuple[str, str], Validity] | None = None,
+    ceilings: Mapping[tuple[str, str], Ceiling] | None = None,
 ) -> MetaResult:
     """Assess every (track, metric) of the submissions in ``folder`` (the leaderboard's input:
     duplicates resolved as it resolves them, reference-only explainers left out) and write
     ``meta.json``/``meta.csv`` into ``out``, with the digests of the submissions and of the
     ``records`` files (a workdir's ``results/*.jsonl``) used. ``tracks``: only these; ``validity``:
-    the validity tests' outcomes by (track, metric) (:mod:`xaibench.metaeval.ladder`)."""
+    the validity tests' outcomes by (track, metric) (:mod:`xaibench.metaeval.ladder`); ``ceilings``:
+    the human ceilings by (track, metric) (:mod:`xaibench.metaeval.ceiling`), each explainer's mean
+    then reported as a fraction of it."""
     loaded = read_submissions(folder)
     kept, _ = resolve_duplicates(loaded)
     reference = {s.key for s in kept if bool(s.data.get("explainer", {}).get("reference_only"))}
     wanted = None if tracks is None else set(tracks)
     entries = [e for e in entries_from_submissions(kept) if wanted is None or e.track in wanted]
     result = assess(entries, seed=seed, reference=reference, validity=validity)
+    for (track, metric), ceiling in (ceilings or {}).items():
+        card = result.get(track, None) and result[track].cards.get(metric)
+        if card is None:
+            continue
+        means = [(e.explainer, e.value) for e in entries if e.track == track and e.metric == metric]
+        ceiling.fractions = fractions(ceiling, card.direction, [m for m in means if m[0] not in reference])
+        card.ceiling = ceiling
     json_path, csv_path = write_meta(
         out, result, seed=seed, submissions=digests(s.path for s in loaded), records=digests(records)
     )
