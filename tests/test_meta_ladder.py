@@ -48,6 +48,7 @@ class MapBlind(Metric):
     version = "1.0.0"
     family = "alignment"
     direction = "higher"
+    ranking = True  # it would count in the alignment rank, were it not found invalid
     licence = "test"
 
     def score(self, batch: MetricInput) -> MetricOutput:

@@ -587,23 +587,49 @@ def leaderboard() -> None:
     type=click.Path(path_type=Path, exists=True, file_okay=False),
     help="Root holding the shared data (sets XAIBENCH_DATA_DIR): its pasta-paper/ tables go on the correlations page.",
 )
+@click.option(
+    "--meta",
+    "meta_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The meta.json of xaibench meta to apply (default: SUBMISSIONS/../meta/meta.json when it exists); "
+    "used only when its submission digests match.",
+)
 def leaderboard_build(
-    submissions_dir: Path, out_dir: Path, site_dir: Path | None, no_site: bool, wide: bool, data_dir: Path | None
+    submissions_dir: Path,
+    out_dir: Path,
+    site_dir: Path | None,
+    no_site: bool,
+    wide: bool,
+    data_dir: Path | None,
+    meta_file: Path | None,
 ) -> None:
-    """Validate every submission, rank them per track, write the leaderboard files and the static site."""
+    """Validate every submission, rank them per track, write the leaderboard files and the static site.
+
+    \b
+    A metric that xaibench meta found invalid on a track (its meta.json, matching these
+    submissions) is shown but not ranked there (docs/meta.md)."""
     with with_data_dir(data_dir, CLI):
-        publish(submissions_dir, out_dir, site_dir, with_site=not no_site, wide=wide)
+        publish(submissions_dir, out_dir, site_dir, with_site=not no_site, wide=wide, meta=meta_file)
 
 
 def publish(
-    submissions_dir: Path, out_dir: Path, site_dir: Path | None, *, with_site: bool, wide: bool = False
+    submissions_dir: Path,
+    out_dir: Path,
+    site_dir: Path | None,
+    *,
+    with_site: bool,
+    wide: bool = False,
+    meta: Path | None = None,
 ) -> None:
     """Validate the submissions, write the leaderboard files (and site) and print the ranking
-    (``wide``: every metric column)."""
+    (``wide``: every metric column); ``meta``: the meta.json to apply (default beside the submissions)."""
     from xaibench.publish.writers import print_leaderboard
     from xaibench.python_api import publish_leaderboard
 
-    published = publish_leaderboard(submissions_dir, out_dir, site_dir, with_site=with_site)
+    if meta is not None and not meta.is_file():
+        raise XaibenchError(f"--meta {meta}: no such file")
+    published = publish_leaderboard(submissions_dir, out_dir, site_dir, with_site=with_site, meta=meta)
     _print_published(published, print_leaderboard, wide)
 
 

@@ -417,18 +417,21 @@ def publish_leaderboard(
     *,
     with_site: bool = True,
     registry: Registry | None = None,
+    meta: Path | None = None,
 ) -> Published:
     """Validate every submission in ``submissions``, write the leaderboard files to ``board_dir``
     and, with ``with_site``, the static site (``site_dir``, default ``board_dir/site``), all
     swapped in at once (:func:`xaibench.site.board_folder.publish_board_folder`: a kill leaves
     the old folder or the new one, never a mix; a folder of other files is refused). Nothing
-    is printed; ``xaibench run`` and ``xaibench leaderboard build`` print from what it returns."""
+    is printed; ``xaibench run`` and ``xaibench leaderboard build`` print from what it returns.
+    ``meta``: the ``meta.json`` of ``xaibench meta`` to apply (default: beside the submissions,
+    :func:`xaibench.publish.board.meta_file`), only when it matches them (:mod:`xaibench.publish.gate`)."""
     from xaibench.publish.board import build_leaderboard
     from xaibench.publish.validation import require_valid, submission_files
     from xaibench.site.board_folder import publish_board_folder
 
     require_valid(submission_files([submissions]))
-    board = build_leaderboard(submissions)
+    board = build_leaderboard(submissions, meta)
     # the leaderboard files and the site land together: one staging folder swapped in whole
     written = publish_board_folder(board, submissions, board_dir, site_dir, with_site=with_site, registry=registry)
     published = Published(board=board, files=list(written.files))

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xaibench.publish.gate import Gate, read_gate
 from xaibench.publish.leaderboard import (
     NEVER_RANKED,
     RULES,
@@ -68,16 +69,30 @@ class Leaderboard:
         return sorted({r["track"] for r in self.rows})
 
 
-def build_leaderboard(submissions_dir: Path) -> Leaderboard:
-    """Rank the submission files of a folder (duplicates: an error, or superseded by date)."""
-    return build_board(read_submissions(submissions_dir))
+def meta_file(submissions_dir: Path) -> Path:
+    """Where ``xaibench meta`` writes by default, beside the submissions: ``<parent>/meta/meta.json``."""
+    return submissions_dir.parent / "meta" / "meta.json"
 
 
-def build_board(submissions: Iterable[Submission | tuple[Path, SubmissionData]]) -> Leaderboard:
-    """Rank loaded submissions (or ``(path, data)`` pairs; the explainer key is the file's stem)."""
+def build_leaderboard(submissions_dir: Path, meta: Path | None = None) -> Leaderboard:
+    """Rank the submission files of a folder (duplicates: an error, or superseded by date),
+    gated by the ``meta.json`` of ``xaibench meta`` (``meta``, default :func:`meta_file`) when
+    it matches them (:mod:`xaibench.publish.gate`)."""
+    subs = read_submissions(submissions_dir)
+    return build_board(subs, gate=read_gate(meta or meta_file(submissions_dir), subs))
+
+
+def build_board(
+    submissions: Iterable[Submission | tuple[Path, SubmissionData]], gate: Gate | None = None
+) -> Leaderboard:
+    """Rank loaded submissions (or ``(path, data)`` pairs; the explainer key is the file's stem);
+    ``gate``: meta-evaluation's invalid metrics, shown but not ranked."""
     loaded = tuple(Submission.of(s) for s in submissions)
     subs, superseded = resolve_duplicates(loaded)
     board = Leaderboard(rows=[], submissions=loaded)
+    gate = gate or Gate()
+    if gate.note is not None:
+        board.notes.append(gate.note)
     by_track: dict[str, list[Entry]] = defaultdict(list)
     for e in entries_from_submissions(subs):
         by_track[e.track].append(e)
@@ -88,7 +103,7 @@ def build_board(submissions: Iterable[Submission | tuple[Path, SubmissionData]])
             board.metric_labels[e.metric] = label
     flags: dict[str, dict[str, list[str]]] = defaultdict(dict)
     for track in sorted(by_track):
-        ranking = rank_track(track, by_track[track], board.rules)
+        ranking = rank_track(track, by_track[track], board.rules, invalid=gate.for_track(track))
         board.rows += ranking.rows
         board.families[track] = ranking.families
         for x, mine in ranking.flags.items():

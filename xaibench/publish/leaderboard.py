@@ -317,8 +317,12 @@ def na_flag(n: int, n_na: int, rules: Rules = RULES) -> str | None:
     return f"n/a {round(100 * n_na / total)} %"
 
 
-def rank_track(track: str, entries: Sequence[Entry], rules: Rules = RULES) -> TrackRanking:
-    """Rows of one track: metric rows, then ``rank:<family>`` and ``rank:overall`` rows."""
+def rank_track(
+    track: str, entries: Sequence[Entry], rules: Rules = RULES, invalid: Mapping[str, str] | None = None
+) -> TrackRanking:
+    """Rows of one track: metric rows, then ``rank:<family>`` and ``rank:overall`` rows.
+    ``invalid``: metric -> status of the metrics meta-evaluation found invalid on the track
+    (:mod:`xaibench.publish.gate`): shown with that status, outside every rank."""
     min_shared = int(rules["min_shared_samples"])
     explainers = sorted({e.explainer for e in entries})
     by_metric: dict[str, list[Entry]] = defaultdict(list)
@@ -338,8 +342,11 @@ def rank_track(track: str, entries: Sequence[Entry], rules: Rules = RULES) -> Tr
         group = by_metric[metric]
         ranks: dict[str, tuple[int | None, str]]
         family = group[0].family
-        ranked = all(e.ranking for e in group) and metric not in NEVER_RANKED
-        if ranked and family in RANKED_FAMILIES and (family != "perceptual" or perceptual_ok):
+        gated = (invalid or {}).get(metric)
+        ranked = gated is None and all(e.ranking for e in group) and metric not in NEVER_RANKED
+        if gated is not None:
+            ranks = {e.explainer: (None, gated) for e in group}
+        elif ranked and family in RANKED_FAMILIES and (family != "perceptual" or perceptual_ok):
             ranks = rank_metric(group, min_shared)
         elif ranked and family == "perceptual":
             ranks = {e.explainer: (None, f"not ranked: {perceptual_reason}") for e in group}
