@@ -10,6 +10,7 @@ from xaibench.api import Metric, Register
 from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS
 from xaibench.metrics.faithfulness.average_drop import AverageDrop
 from xaibench.metrics.faithfulness.curves import Deletion, Insertion
+from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
 from xaibench.metrics.faithfulness.road import ROAD_METRICS
 from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.metrics.other.sparseness import Sparseness
@@ -25,6 +26,7 @@ METRICS: list[type[Metric]] = [
     Insertion,
     *ROAD_METRICS,
     AverageDrop,
+    *FIELD_FAITHFULNESS_METRICS,
     # other axes (not ranked)
     MaxSensitivity,
     Sparseness,

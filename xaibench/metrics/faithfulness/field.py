@@ -1,0 +1,22 @@
+"""The field's faithfulness metrics (DESIGN 3b), in one list for the plugin registry: reported,
+never ranked, run only when named (``default = False``; the ``full`` suite runs them)."""
+
+from __future__ import annotations
+
+from xaibench.api import Metric
+from xaibench.metrics.faithfulness.correlation import FaithfulnessCorrelation
+from xaibench.metrics.faithfulness.stepwise import (
+    FaithfulnessEstimate,
+    Monotonicity,
+    MonotonicityCorrelation,
+    PixelFlipping,
+)
+
+FIELD_FAITHFULNESS_METRICS: list[type[Metric]] = [
+    FaithfulnessCorrelation,
+    FaithfulnessEstimate,
+    Monotonicity,
+    MonotonicityCorrelation,
+    PixelFlipping,
+]
+"""DESIGN 3b's faithfulness metrics implemented natively, in the issue's order."""
