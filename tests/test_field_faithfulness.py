@@ -94,6 +94,8 @@ def test_registered_unranked_not_default_with_directions():
         "monotonicity": "higher",
         "monotonicity_correlation": "higher",
         "pixel_flipping": "lower",
+        "region_perturbation": "higher",
+        "selectivity": "lower",
     }
     for name, direction in expected.items():
         cls = METRICS[name]
@@ -354,3 +356,65 @@ def test_quantus_pixel_flipping_flips_one_channel_at_a_time():
     assert theirs.shape == (2, 3 * N) and mine.shape == (2, N)
     np.testing.assert_allclose(mine, theirs[:, 2::3], atol=1e-6)
     assert np.abs(theirs[:, 0::3] - mine).max() > 1e-3  # the intermediate points differ
+
+
+# ----------------------------------------------------------------------------- patches
+
+
+def patch_setup(n=3):
+    module, w, x, _ = setup(n=n)
+    sal = np.random.default_rng(7).normal(size=(n, SIZE, SIZE))  # continuous: distinct patch sums
+    return module, w, x, sal
+
+
+def patch_curves(w, x, sal, patch):
+    """Closed form: p after removing patches 1..k (most relevant first), and the clean p."""
+    c, z = contributions(w, x)
+    ids = (np.arange(SIZE)[:, None] // patch * (SIZE // patch) + np.arange(SIZE)[None, :] // patch).reshape(-1)
+    curves = []
+    for b in range(len(x)):
+        sums = np.bincount(ids, weights=sal[b].reshape(-1))
+        removed = np.cumsum([c[b][ids == p].sum() for p in np.argsort(-sums)])
+        curves.append(sigmoid(z[b] - removed))
+    return np.array(curves), sigmoid(z)
+
+
+def test_region_perturbation_oracle():
+    module, w, x, sal = patch_setup()
+    out = ours(module, x, sal, "region_perturbation", patch_size=2, regions_evaluation=10, baseline="zeros")
+    curves, p0 = patch_curves(w, x, sal, 2)
+    drops = p0[:, None] - curves[:, :10]
+    np.testing.assert_allclose([cv["drop"] for cv in out.curves], drops, atol=1e-6)
+    np.testing.assert_allclose(out.values, drops.sum(axis=1) / 11, atol=1e-6)
+    assert out.forward_passes == 3 + 3 * 10
+    noisy = ours(module, x, sal, "region_perturbation", patch_size=2, regions_evaluation=10)
+    assert np.isfinite(noisy.values).all() and not np.allclose(noisy.values, out.values)
+    again = ours(module, x, sal, "region_perturbation", patch_size=2, regions_evaluation=10)
+    np.testing.assert_array_equal(noisy.values, again.values)  # seeded
+
+
+def test_selectivity_oracle():
+    module, w, x, sal = patch_setup()
+    out = ours(module, x, sal, "selectivity", patch_size=2)
+    curves, _ = patch_curves(w, x, sal, 2)
+    np.testing.assert_allclose([cv["probability"] for cv in out.curves], curves, atol=1e-6)
+    np.testing.assert_allclose(out.values, np.trapezoid(curves, dx=1, axis=1) / 15, atol=1e-6)
+    assert out.forward_passes == 3 * 16
+    assert "one patch" in ours(module, x, sal, "selectivity", patch_size=SIZE).reasons[0]
+
+
+def test_region_perturbation_equals_quantus():
+    module, _w, x, sal = patch_setup()
+    q = quantus.RegionPerturbation(patch_size=2, regions_evaluation=10, perturb_baseline=0.0, disable_warnings=True)
+    drops = run_quantus(q, module, x, sal)
+    out = ours(module, x, sal, "region_perturbation", patch_size=2, regions_evaluation=10, baseline="zeros")
+    np.testing.assert_allclose([cv["drop"] for cv in out.curves], drops, atol=1e-6)
+
+
+def test_selectivity_equals_quantus():
+    module, _w, x, sal = patch_setup()
+    q = quantus.Selectivity(patch_size=2, perturb_baseline=0.0, disable_warnings=True)
+    curves = run_quantus(q, module, x, sal)
+    out = ours(module, x, sal, "selectivity", patch_size=2)
+    np.testing.assert_allclose([cv["probability"] for cv in out.curves], curves, atol=1e-6)
+    np.testing.assert_allclose(out.values * 15, np.trapezoid(curves, dx=1, axis=1), atol=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from xaibench.api import Metric
 from xaibench.metrics.faithfulness.correlation import FaithfulnessCorrelation
+from xaibench.metrics.faithfulness.regions import RegionPerturbation, Selectivity
 from xaibench.metrics.faithfulness.stepwise import (
     FaithfulnessEstimate,
     Monotonicity,
@@ -18,5 +19,7 @@ FIELD_FAITHFULNESS_METRICS: list[type[Metric]] = [
     Monotonicity,
     MonotonicityCorrelation,
     PixelFlipping,
+    RegionPerturbation,
+    Selectivity,
 ]
 """DESIGN 3b's faithfulness metrics implemented natively, in the issue's order."""

@@ -99,3 +99,30 @@ def random_subsets(rng: np.random.Generator, n: int, size: int, runs: int) -> np
     if not 1 <= size <= n:
         raise ValueError(f"random_subsets: subset size must be in [1, {n}], got {size}")
     return np.stack([rng.choice(n, size, replace=False) for _ in range(int(runs))])
+
+
+def patch_ids(height: int, width: int, patch: int) -> np.ndarray:
+    """``(H*W,)`` patch index of every pixel (raster order) on a grid of ``patch x patch`` squares
+    from the top-left corner, patches numbered in raster order; edge patches are cut when ``patch``
+    does not divide the size."""
+    cols = -(-int(width) // int(patch))
+    rows = np.arange(height) // patch
+    return (rows[:, None] * cols + (np.arange(width) // patch)[None, :]).reshape(-1)
+
+
+def patch_order(values: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Patches of one flattened map ``values`` (``(H*W,)``) by ``ids`` (:func:`patch_ids`), most
+    relevant first (sum of values, ties by patch index): ``(order of patches, rank of each pixel's
+    patch)``."""
+    sums = np.bincount(ids, weights=np.asarray(values, dtype=np.float64))
+    order = np.argsort(-sums, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return order, rank[ids]
+
+
+def aopc(drops: np.ndarray) -> np.ndarray:
+    """Samek et al.'s area over the MoRF perturbation curve per row: ``sum_k (p(x) - p(x_k)) / (L + 1)``
+    for the ``L`` drops after each region (``(B, L)``; the k = 0 term, the clean image, is 0)."""
+    drops = np.asarray(drops, dtype=np.float64)
+    return drops.sum(axis=1) / (drops.shape[1] + 1)
