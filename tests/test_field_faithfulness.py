@@ -96,6 +96,8 @@ def test_registered_unranked_not_default_with_directions():
         "pixel_flipping": "lower",
         "region_perturbation": "higher",
         "selectivity": "lower",
+        "infidelity": "lower",
+        "sensitivity_n": "higher",
     }
     for name, direction in expected.items():
         cls = METRICS[name]
@@ -251,6 +253,47 @@ def test_three_channels_perturbs_whole_pixels():
     order = np.argsort(-sal.reshape(2, -1), axis=1, kind="stable")
     curves = sigmoid(z[:, None] - np.cumsum(np.take_along_axis(c, order, axis=1), axis=1))
     np.testing.assert_allclose([cv["probability"] for cv in out.curves], curves, atol=1e-6)
+
+
+def test_sensitivity_n_oracle():
+    module, w, x, sal = setup()
+    out = ours(module, x, sal, "sensitivity_n", sizes=4, nr_runs=6, n_max_percentage=0.5, seed=2)
+    c, z = contributions(w, x)
+    sizes = [8, 16, 24, 32]  # floor(64 * 0.5 * i / 4)
+    for b in range(3):
+        rs = []
+        for n in sizes:
+            subsets = ff.random_subsets(sample_rng(2, f"s{b}", f"sensitivity_n/subsets/{n}"), N, n, 6)
+            drops = sigmoid(z[b]) - sigmoid(z[b] - c[b][subsets].sum(axis=1))
+            rs.append(np.corrcoef(sal.reshape(3, -1)[b][subsets].sum(axis=1), drops)[0, 1])
+        assert out.curves[b]["n"] == sizes
+        np.testing.assert_allclose(out.curves[b]["correlation"], rs, atol=1e-6)
+        assert out.values[b] == pytest.approx(np.mean(rs), abs=1e-6)
+    assert out.forward_passes == 3 + 3 * 4 * 6
+
+
+def test_infidelity_oracle_and_exact_map():
+    module, w, x, sal = setup()
+    out = ours(module, x, sal, "infidelity", n_perturb_samples=12, noise=0.3, optimal_scale=False, seed=1)
+    _, z = contributions(w, x)
+    expected = []
+    for b in range(3):
+        noise = sample_rng(1, f"s{b}", "infidelity/gaussian").standard_normal((12, 1, SIZE, SIZE), dtype=np.float32)
+        noise = (noise * np.float32(0.3)).astype(np.float64)
+        dz = (noise * w[None]).sum(axis=(1, 2, 3))
+        drops = sigmoid(z[b]) - sigmoid(z[b] - dz)
+        proj = noise.reshape(12, -1) @ sal[b].reshape(-1)
+        expected.append(np.mean((proj - drops) ** 2))
+    np.testing.assert_allclose(out.values, expected, rtol=1e-5, atol=1e-9)
+    assert out.forward_passes == 3 + 3 * 12
+    # The map that is the model's gradient (up to scale) has near-zero infidelity once scaled;
+    # any other map is worse, and scaling the map changes nothing with the optimal scale.
+    gradient = np.repeat(w[:, :, :][None, 0], 3, axis=0)
+    exact = ours(module, x, gradient, "infidelity", noise=0.01)
+    other = ours(module, x, sal, "infidelity", noise=0.01)
+    scaled = ours(module, x, 7.0 * sal, "infidelity", noise=0.01)
+    assert np.all(exact.values < 1e-3 * other.values)
+    np.testing.assert_allclose(scaled.values, other.values, rtol=1e-9)
 
 
 # ----------------------------------------------------------------------------- Quantus 0.6
@@ -418,3 +461,32 @@ def test_selectivity_equals_quantus():
     out = ours(module, x, sal, "selectivity", patch_size=2)
     np.testing.assert_allclose([cv["probability"] for cv in out.curves], curves, atol=1e-6)
     np.testing.assert_allclose(out.values * 15, np.trapezoid(curves, dx=1, axis=1), atol=1e-6)
+
+
+def test_quantus_infidelity_is_deterministic_patch_deletion():
+    """Deviation (docs/metrics.md): Quantus 0.6 Infidelity removes squares cumulatively with a fixed
+    baseline, so its ``n_perturb_samples`` repeats one value; ours is Yeh et al.'s expectation over
+    random perturbations and changes with the seed."""
+    module, _w, x, sal = setup()
+    one, three = (
+        run_quantus(
+            quantus.Infidelity(perturb_baseline=0.0, n_perturb_samples=k, disable_warnings=True), module, x, sal
+        )
+        for k in (1, 3)
+    )
+    np.testing.assert_allclose(one, three, rtol=1e-6)  # one value, up to Quantus's float32 averaging
+    a = ours(module, x, sal, "infidelity", n_perturb_samples=5, seed=0).values
+    b = ours(module, x, sal, "infidelity", n_perturb_samples=5, seed=1).values
+    assert not np.allclose(a, b)
+
+
+def test_quantus_sensitivity_n_scores_the_batch_not_the_sample():
+    """Deviation (docs/metrics.md): Quantus 0.6 SensitivityN removes pixels cumulatively in the map's
+    order and correlates across the batch's samples: one value per step n (0.8 * H*W of them), none
+    per sample; ours gives one value per sample from random subsets (Ancona et al. 2018)."""
+    module, _w, x, sal = setup()
+    theirs = run_quantus(
+        quantus.SensitivityN(perturb_baseline=0.0, return_aggregate=False, disable_warnings=True), module, x, sal
+    )
+    assert theirs.shape == (int(0.8 * N),)
+    assert ours(module, x, sal, "sensitivity_n", sizes=3, nr_runs=5).values.shape == (3,)

@@ -4,7 +4,8 @@ never ranked, run only when named (``default = False``; the ``full`` suite runs 
 from __future__ import annotations
 
 from xaibench.api import Metric
-from xaibench.metrics.faithfulness.correlation import FaithfulnessCorrelation
+from xaibench.metrics.faithfulness.correlation import FaithfulnessCorrelation, SensitivityN
+from xaibench.metrics.faithfulness.infidelity import Infidelity
 from xaibench.metrics.faithfulness.regions import RegionPerturbation, Selectivity
 from xaibench.metrics.faithfulness.stepwise import (
     FaithfulnessEstimate,
@@ -20,6 +21,8 @@ FIELD_FAITHFULNESS_METRICS: list[type[Metric]] = [
     MonotonicityCorrelation,
     PixelFlipping,
     RegionPerturbation,
+    Infidelity,
+    SensitivityN,
     Selectivity,
 ]
 """DESIGN 3b's faithfulness metrics implemented natively, in the issue's order."""

@@ -126,3 +126,25 @@ def aopc(drops: np.ndarray) -> np.ndarray:
     for the ``L`` drops after each region (``(B, L)``; the k = 0 term, the clean image, is 0)."""
     drops = np.asarray(drops, dtype=np.float64)
     return drops.sum(axis=1) / (drops.shape[1] + 1)
+
+
+def subset_sizes(n: int, count: int, max_fraction: float) -> np.ndarray:
+    """Sensitivity-n's subset sizes: ``floor(n * max_fraction * i / count)`` for i = 1..count, at least
+    1, distinct and increasing (int64)."""
+    sizes = (np.arange(1, int(count) + 1) * float(max_fraction) * int(n) / int(count)).astype(np.int64)
+    return np.unique(np.clip(sizes, 1, int(n)))
+
+
+def infidelity(projections: np.ndarray, drops: np.ndarray, optimal_scale: bool = True) -> np.ndarray:
+    """Yeh et al.'s infidelity per row: ``mean_s (I_s . phi - (p(x) - p(x - I_s)))^2`` over the
+    perturbations (``(B, S)`` projections ``I . phi`` and probability drops). With ``optimal_scale``
+    the map is first scaled by the least-squares factor ``beta = mean(I.phi drop) / mean((I.phi)^2)``
+    (Yeh et al.'s released code; 0 when every projection is 0), which makes the score independent of
+    the map's scale: ``mean(drop^2) - mean(I.phi drop)^2 / mean((I.phi)^2)``. Lower is better, >= 0."""
+    e = np.asarray(projections, dtype=np.float64)
+    d = np.asarray(drops, dtype=np.float64)
+    if optimal_scale:
+        ee = np.mean(e * e, axis=1)
+        beta = np.where(ee > 0, np.mean(e * d, axis=1) / np.where(ee > 0, ee, 1.0), 0.0)
+        e = e * beta[:, None]
+    return np.mean((e - d) ** 2, axis=1)
