@@ -61,10 +61,9 @@ def plans(n_pixels: int, scale: float) -> list[tuple[str, dict[str, Any], tuple[
             ("Monotonicity", dict(features_in_step=fis, perturb_baseline=0.0), 64),
         ),
         (
-            # Quantus 0.6's uniform fill only broadcasts for one sample per batch.
             "monotonicity_correlation",
             {"steps": mc_steps, "nr_samples": mc_draws},
-            ("MonotonicityCorrelation", dict(features_in_step=mc_fis, nr_samples=mc_draws), 1),
+            ("MonotonicityCorrelation", dict(features_in_step=mc_fis, nr_samples=mc_draws), 64),
         ),
         (
             "pixel_flipping",

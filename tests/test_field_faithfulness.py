@@ -354,25 +354,23 @@ def test_faithfulness_correlation_equals_quantus_on_the_same_subsets(monkeypatch
 
 
 def test_monotonicity_correlation_equals_quantus_on_the_same_noise(monkeypatch):
-    """One pixel a step (Quantus's features_in_step=1), one sample a call: Quantus 0.6 draws one
-    uniform value per sample and assigns it with a broadcast that only works for batches of 1."""
+    """One pixel a step (Quantus's features_in_step=1): Quantus draws one uniform value per sample
+    for each (step, draw) and fills the step with it; we feed it our per-pixel noise."""
     module, _w, x, sal = setup(n=2)
     draws = 3
     mine = ours(module, x, sal, "monotonicity_correlation", steps=N, nr_samples=draws, seed=5).values
-    for b in range(2):
-        u = sample_rng(5, f"s{b}", "monotonicity_correlation/uniform").random((draws, 1, N), dtype=np.float32)
-        order = np.argsort(np.abs(sal[b]).reshape(-1), kind="stable")
-        values = iter([np.array([u[s, 0, p]]) for p in order for s in range(draws)])  # per step, per draw
-        monkeypatch.setattr(np.random, "uniform", lambda *a, values=values, **k: next(values))
-        expected = run_quantus(
-            quantus.MonotonicityCorrelation(nr_samples=draws, features_in_step=1, disable_warnings=True),
-            module,
-            x[b : b + 1],
-            sal[b : b + 1],
-        )
-        monkeypatch.undo()
-        assert next(values, None) is None  # Quantus drew exactly our noise, value for value
-        np.testing.assert_allclose(mine[b], expected[0], atol=1e-6)
+    u = [
+        sample_rng(5, f"s{b}", "monotonicity_correlation/uniform").random((draws, 1, N), dtype=np.float32)
+        for b in (0, 1)
+    ]
+    orders = [np.argsort(np.abs(sal[b]).reshape(-1), kind="stable") for b in (0, 1)]
+    values = iter([np.array([u[b][s, 0, orders[b][k]] for b in (0, 1)]) for k in range(N) for s in range(draws)])
+    monkeypatch.setattr(np.random, "uniform", lambda *a, **k: next(values))
+    q = quantus.MonotonicityCorrelation(nr_samples=draws, features_in_step=1, disable_warnings=True)
+    expected = run_quantus(q, module, x, sal)
+    monkeypatch.undo()
+    assert next(values, None) is None  # Quantus drew exactly our noise, value for value
+    np.testing.assert_allclose(mine, expected, atol=1e-6)
 
 
 def test_quantus_monotonicity_never_inserts_a_pixel():
