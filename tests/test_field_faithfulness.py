@@ -98,6 +98,7 @@ def test_registered_unranked_not_default_with_directions():
         "selectivity": "lower",
         "infidelity": "lower",
         "sensitivity_n": "higher",
+        "irof": "higher",
     }
     for name, direction in expected.items():
         cls = METRICS[name]
@@ -488,3 +489,46 @@ def test_quantus_sensitivity_n_scores_the_batch_not_the_sample():
     )
     assert theirs.shape == (int(0.8 * N),)
     assert ours(module, x, sal, "sensitivity_n", sizes=3, nr_runs=5).values.shape == (3,)
+
+
+# ----------------------------------------------------------------------------- IROF
+
+
+def irof_setup():
+    module, w, x, _ = setup()
+    x = np.random.default_rng(3).random(size=x.shape).astype(np.float32)  # pixel values in [0, 1]
+    sal = np.random.default_rng(8).normal(size=(3, SIZE, SIZE))
+    return module, w, x, sal
+
+
+def test_irof_oracle():
+    from xaibench.metrics.faithfulness.regions import superpixels
+
+    module, w, x, sal = irof_setup()
+    out = ours(module, x, sal, "irof", n_segments=12)
+    c, z = contributions(w, x)
+    total = 0
+    for b in range(3):
+        seg = superpixels(np.moveaxis(x[b], 0, -1).astype(np.float64), 12, 10.0).reshape(-1)
+        labels = np.unique(seg)
+        means = np.array([sal[b].reshape(-1)[seg == s].mean() for s in labels])
+        removed = np.cumsum([c[b][seg == labels[i]].sum() for i in np.argsort(-means, kind="stable")])
+        ratios = sigmoid(z[b] - removed) / sigmoid(z[b])
+        expected = (len(ratios) - np.trapezoid(ratios, dx=1)) / len(ratios)
+        assert out.curves[b]["segments"] == len(labels) >= 2
+        np.testing.assert_allclose(out.curves[b]["relative_probability"], ratios, atol=1e-6)
+        assert out.values[b] == pytest.approx(expected, abs=1e-6)
+        total += len(labels)
+    assert out.forward_passes == 3 + total
+
+
+def test_irof_equals_quantus(monkeypatch):
+    """Quantus's AOC is L - trapz(curve); ours divides it by L. Quantus 0.6 calls np.trapz, which numpy 2
+    removed: the test lends it np.trapezoid (the same rule)."""
+    module, _w, x, sal = irof_setup()
+    monkeypatch.setattr(np, "trapz", np.trapezoid, raising=False)
+    q = quantus.IROF(perturb_baseline=0.0, return_aggregate=False, disable_warnings=True)
+    theirs = run_quantus(q, module, x, sal)
+    out = ours(module, x, sal, "irof")  # scikit-image's SLIC defaults, as Quantus
+    segments = np.array([cv["segments"] for cv in out.curves])
+    np.testing.assert_allclose(out.values * segments, theirs, atol=1e-5)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from xaibench.api import Metric
 from xaibench.metrics.faithfulness.correlation import FaithfulnessCorrelation, SensitivityN
 from xaibench.metrics.faithfulness.infidelity import Infidelity
-from xaibench.metrics.faithfulness.regions import RegionPerturbation, Selectivity
+from xaibench.metrics.faithfulness.regions import IROF, RegionPerturbation, Selectivity
 from xaibench.metrics.faithfulness.stepwise import (
     FaithfulnessEstimate,
     Monotonicity,
@@ -21,6 +21,7 @@ FIELD_FAITHFULNESS_METRICS: list[type[Metric]] = [
     MonotonicityCorrelation,
     PixelFlipping,
     RegionPerturbation,
+    IROF,
     Infidelity,
     SensitivityN,
     Selectivity,

@@ -148,3 +148,25 @@ def infidelity(projections: np.ndarray, drops: np.ndarray, optimal_scale: bool =
         beta = np.where(ee > 0, np.mean(e * d, axis=1) / np.where(ee > 0, ee, 1.0), 0.0)
         e = e * beta[:, None]
     return np.mean((e - d) ** 2, axis=1)
+
+
+def segment_ranks(values: np.ndarray, segments: np.ndarray) -> tuple[np.ndarray, int]:
+    """Rank (0 = first removed) of every pixel's segment, segments ordered by their **mean** value
+    in ``values`` (``(H*W,)``), highest first, ties by segment label; and the number of segments.
+    ``segments`` holds labels ``0..L-1`` per pixel (empty labels are dropped)."""
+    labels, ids = np.unique(np.asarray(segments).reshape(-1), return_inverse=True)
+    sums = np.bincount(ids, weights=np.asarray(values, dtype=np.float64))
+    means = sums / np.bincount(ids)
+    order = np.argsort(-means, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[ids], int(labels.size)
+
+
+def aoc(ratios: np.ndarray) -> np.ndarray:
+    """IROF's area over the curve of ``p(x_k) / p(x)`` for k = 1..L (``(B, L)``): Quantus's
+    ``L - np.trapz(curve, dx=1)`` divided by L, so that images with different segment counts compare."""
+    ratios = np.asarray(ratios, dtype=np.float64)
+    length = ratios.shape[1]
+    area = ((ratios[:, 1:] + ratios[:, :-1]) / 2.0).sum(axis=1)
+    return (length - area) / length
