@@ -99,6 +99,7 @@ def test_registered_unranked_not_default_with_directions():
         "infidelity": "lower",
         "sensitivity_n": "higher",
         "irof": "higher",
+        "sufficiency": "higher",
     }
     for name, direction in expected.items():
         cls = METRICS[name]
@@ -532,3 +533,66 @@ def test_irof_equals_quantus(monkeypatch):
     out = ours(module, x, sal, "irof")  # scikit-image's SLIC defaults, as Quantus
     segments = np.array([cv["segments"] for cv in out.curves])
     np.testing.assert_allclose(out.values * segments, theirs, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- sufficiency
+
+
+def test_sufficiency_oracle():
+    """Three classes, four samples: maps 0 and 1 nearly equal, 2 and 3 far from them and each other."""
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(4)
+    base = rng.random((SIZE, SIZE)) + 0.5
+    sal = np.stack([base, base * 1.01 + 0.001 * rng.random((SIZE, SIZE)), rng.random((SIZE, SIZE)), -base])
+    module, w, x, _ = setup(n=4)
+    out = ours(module, x, sal, "sufficiency", threshold=0.6, abs=False)
+    _, z = contributions(w, x)
+    predicted = (z > 0).astype(int)  # logits [0, z]
+    maps = sal.reshape(4, -1) / np.abs(sal.reshape(4, -1)).max(axis=1, keepdims=True)
+    d = cdist(maps, maps, "seuclidean")
+    near = (d / d.max() <= 0.6) & ~np.eye(4, dtype=bool)
+    for b in range(4):
+        if near[b].any():
+            assert out.values[b] == pytest.approx((predicted[near[b]] == predicted[b]).mean())
+        else:
+            assert np.isnan(out.values[b]) and "threshold" in out.reasons[b]
+    assert near[0, 1] and not near[0, 3]  # the test has both cases
+    assert np.isnan(out.values[3])
+    assert out.forward_passes == 4
+
+
+def sufficiency_maps():
+    rng = np.random.default_rng(9)
+    sal = rng.random((6, SIZE, SIZE)) * 0.9
+    sal[:3] = sal[0] + 0.05 * rng.random((3, SIZE, SIZE))  # three close maps, three far ones
+    sal[np.arange(6), np.arange(6), 0] = 1.0  # max |value| 1 in every map, at different pixels
+    return sal
+
+
+def test_sufficiency_equals_quantus():
+    """Maps with max |value| 1 each (Quantus divides the batch by its global max, we each map by its
+    own) and no pixel constant across the batch; samples without neighbours are 0 in Quantus, n/a here."""
+    module, _w, x, _ = setup(n=6)
+    sal = sufficiency_maps()
+    q = quantus.Sufficiency(threshold=0.6, disable_warnings=True)
+    theirs = run_quantus(q, module, x, sal)
+    out = ours(module, x, sal, "sufficiency")
+    mine = np.where(np.isnan(out.values), 0.0, out.values)
+    np.testing.assert_allclose(mine, theirs, atol=1e-12)
+    assert np.isfinite(out.values[:3]).all() and np.isnan(out.values[3:]).all()
+    assert theirs[:3].max() > 0  # the comparison is not 0 against 0
+
+
+def test_quantus_sufficiency_is_zero_when_a_pixel_is_constant_across_the_batch():
+    """Deviation (docs/metrics.md): a pixel with the same value in every map (an all-zero border, a
+    clipped CAM) has variance 0; scipy's seuclidean then gives NaN distances, and Quantus 0.6 scores
+    every sample 0. Ours leaves such pixels out (they do not separate any two maps)."""
+    module, _w, x, _ = setup(n=6)
+    sal = sufficiency_maps()
+    before = ours(module, x, sal, "sufficiency").values
+    sal[:, SIZE - 1, :] = 0.0  # a constant row
+    theirs = run_quantus(quantus.Sufficiency(threshold=0.6, disable_warnings=True), module, x, sal)
+    after = ours(module, x, sal, "sufficiency").values
+    assert np.all(theirs == 0.0)
+    assert np.nanmax(after) > 0 and np.array_equal(np.isnan(before), np.isnan(after))

@@ -13,6 +13,7 @@ from xaibench.metrics.faithfulness.stepwise import (
     MonotonicityCorrelation,
     PixelFlipping,
 )
+from xaibench.metrics.faithfulness.sufficiency import Sufficiency
 
 FIELD_FAITHFULNESS_METRICS: list[type[Metric]] = [
     FaithfulnessCorrelation,
@@ -23,6 +24,7 @@ FIELD_FAITHFULNESS_METRICS: list[type[Metric]] = [
     RegionPerturbation,
     IROF,
     Infidelity,
+    Sufficiency,
     SensitivityN,
     Selectivity,
 ]

@@ -170,3 +170,31 @@ def aoc(ratios: np.ndarray) -> np.ndarray:
     length = ratios.shape[1]
     area = ((ratios[:, 1:] + ratios[:, :-1]) / 2.0).sum(axis=1)
     return (length - area) / length
+
+
+def standardised_distances(maps: np.ndarray) -> np.ndarray:
+    """``(B, B)`` standardised Euclidean distances between the rows of ``maps`` (``(B, n)``):
+    each coordinate divided by its sample variance over the rows (ddof 1, scipy's ``seuclidean``);
+    coordinates of zero variance are left out (scipy would divide 0 by 0)."""
+    maps = np.asarray(maps, dtype=np.float64)
+    var = maps.var(axis=0, ddof=1)
+    keep = var > 0
+    z = maps[:, keep] / np.sqrt(var[keep])
+    sq = (z * z).sum(axis=1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * z @ z.T, 0.0)
+    np.fill_diagonal(d2, 0.0)
+    return np.sqrt(d2)
+
+
+def local_sufficiency(distances: np.ndarray, predicted: np.ndarray, threshold: float) -> np.ndarray:
+    """Dasgupta et al.'s local sufficiency per sample: among the *other* samples whose explanation
+    distance, divided by the largest distance, is at most ``threshold``, the fraction predicted as the
+    sample is; NaN where no other sample is that close (the explanation applies to no one else)."""
+    d = np.asarray(distances, dtype=np.float64)
+    top = d.max()
+    near = (d / top if top > 0 else np.zeros_like(d)) <= threshold
+    np.fill_diagonal(near, False)
+    same = np.asarray(predicted)[None, :] == np.asarray(predicted)[:, None]
+    count = near.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, (near & same).sum(axis=1) / np.maximum(count, 1), np.nan)
