@@ -82,6 +82,17 @@ def plans(n_pixels: int, scale: float) -> list[tuple[str, dict[str, Any], tuple[
             ("Selectivity", dict(patch_size=32, perturb_baseline=0.0), 64),
         ),
         (
+            # SLIC at scikit-image's defaults on both sides (Quantus cannot change them): ~100 segments.
+            "irof",
+            {},
+            ("IROF", dict(perturb_baseline=0.0, return_aggregate=False), 64),
+        ),
+        (
+            "sufficiency",
+            {},
+            ("Sufficiency", dict(threshold=0.6), 64),
+        ),
+        (
             # Different computations (docs/metrics.md), the same number of forwards: Quantus removes
             # the (224 / 56)^2 = 16 squares one after another, ours draws 16 Gaussian perturbations.
             "infidelity",
@@ -121,6 +132,8 @@ def run_quantus(spec, model, inputs, targets, saliency) -> float:
 
 
 def main() -> None:
+    if not hasattr(np, "trapz"):  # Quantus 0.6's AUC helper calls np.trapz, which numpy 2 removed
+        np.trapz = np.trapezoid
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply step and run counts")
