@@ -30,6 +30,14 @@ from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
 METRICS = {cls.name: cls for cls in FIELD_FAITHFULNESS_METRICS}
 
 
+def channel_mask_replacement(arr, mask, **kwargs):
+    """Quantus's ``baseline_replacement_by_mask`` with its (B, 1, H, W) mask broadcast over the
+    channels: stock Quantus 0.6 IROF asserts equal shapes and fails on three-channel images."""
+    from quantus.functions.perturb_func import baseline_replacement_by_mask
+
+    return baseline_replacement_by_mask(arr, np.broadcast_to(mask, arr.shape), **kwargs)
+
+
 def divisor_near(n: int, target: float) -> int:
     """The divisor of ``n`` nearest to ``target`` (at least 1)."""
     divisors = [d for d in range(1, n + 1) if n % d == 0]
@@ -85,7 +93,7 @@ def plans(n_pixels: int, scale: float) -> list[tuple[str, dict[str, Any], tuple[
             # SLIC at scikit-image's defaults on both sides (Quantus cannot change them): ~100 segments.
             "irof",
             {},
-            ("IROF", dict(perturb_baseline=0.0, return_aggregate=False), 64),
+            ("IROF", dict(perturb_baseline=0.0, return_aggregate=False, perturb_func=channel_mask_replacement), 64),
         ),
         (
             "sufficiency",

@@ -535,6 +535,17 @@ def test_irof_equals_quantus(monkeypatch):
     np.testing.assert_allclose(out.values * segments, theirs, atol=1e-5)
 
 
+def test_stock_quantus_irof_fails_on_three_channel_images(monkeypatch):
+    """Deviation (docs/metrics.md): Quantus 0.6 IROF builds a (B, 1, H, W) segment mask and its
+    ``baseline_replacement_by_mask`` asserts it has the image's (B, 3, H, W) shape; ours removes a
+    segment in all channels."""
+    module, _w, x, sal = setup(n=2, channels=3)
+    monkeypatch.setattr(np, "trapz", np.trapezoid, raising=False)
+    with pytest.raises(AssertionError, match="mask shape"):
+        run_quantus(quantus.IROF(perturb_baseline=0.0, disable_warnings=True), module, x, sal)
+    assert np.isfinite(ours(module, x, sal, "irof", n_segments=12).values).all()
+
+
 # ----------------------------------------------------------------------------- sufficiency
 
 
