@@ -10,6 +10,7 @@ from xaibench.api import Metric, Register
 from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS
 from xaibench.metrics.faithfulness.average_drop import AverageDrop
 from xaibench.metrics.faithfulness.curves import Deletion, Insertion
+from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
 from xaibench.metrics.faithfulness.road import ROAD_METRICS
 from xaibench.metrics.other.field import FIELD_OTHER_METRICS
 from xaibench.metrics.other.sensitivity import MaxSensitivity
@@ -27,6 +28,7 @@ METRICS: list[type[Metric]] = [
     Insertion,
     *ROAD_METRICS,
     AverageDrop,
+    *FIELD_FAITHFULNESS_METRICS,
     # other axes (not ranked)
     MaxSensitivity,
     Sparseness,

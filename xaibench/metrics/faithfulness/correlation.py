@@ -1,0 +1,179 @@
+"""Faithfulness correlation (Bhatt et al. 2020, DESIGN 3b): how well the attribution mass of
+random pixel subsets predicts the probability drop when those pixels are removed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from xaibench.api import MetricOutput
+from xaibench.metrics.faithfulness import field_formulas as ff
+from xaibench.metrics.faithfulness.base import unscored
+from xaibench.metrics.faithfulness.context import FaithfulnessBatch
+from xaibench.metrics.faithfulness.field_base import (
+    BASELINES,
+    FieldFaithfulnessMetric,
+    attribution,
+    compose,
+    fill_value,
+    score_steps,
+)
+from xaibench.params import Param
+from xaibench.seeds import sample_rng
+
+
+class FaithfulnessCorrelation(FieldFaithfulnessMetric):
+    """Faithfulness correlation (Bhatt et al. 2020): ``nr_runs`` times, draw ``subset_size`` distinct
+    pixels uniformly (seeded by ``(seed, sample id)``), replace them by the baseline (``zeros``: the
+    dataset mean, all channels) and record the drop p(x) - p(x_S); the value is the Pearson
+    correlation between the subsets' attribution sums and their drops, in [-1, 1]. Higher is better;
+    n/a where either series is constant or the subset is larger than the image.
+
+    Parameters: Quantus's defaults ``nr_runs`` = 100, ``subset_size`` = 224; ``baseline``
+    (``zeros``); ``abs`` (False).
+    """
+
+    name = "faithfulness_correlation"
+    direction = "higher"
+    unit = "Pearson correlation, in [-1, 1]"
+    description = (
+        "Faithfulness correlation (Bhatt 2020): Pearson correlation between the attribution sum of random pixel "
+        "subsets and the probability drop when they are removed, in [-1, 1]. Higher is better."
+    )
+    default_params: ClassVar[Mapping[str, Any]] = {
+        "nr_runs": 100,
+        "subset_size": 224,
+        "baseline": "zeros",
+        "abs": False,
+    }
+    param_specs: ClassVar[Mapping[str, Param]] = {
+        "nr_runs": Param(int, low=2),
+        "subset_size": Param(int, low=1),
+        "baseline": Param(str, choices=BASELINES),
+        "abs": Param(bool),
+    }
+
+    def subsets(self, ctx: FaithfulnessBatch, b: int) -> np.ndarray:
+        """``(nr_runs, subset_size)`` pixel indices of sample ``b`` (seeded per sample)."""
+        rng = sample_rng(ctx.seed, ctx.ids[b], "faithfulness_correlation/subsets")
+        return ff.random_subsets(rng, ctx.pixels, int(self.params["subset_size"]), int(self.params["nr_runs"]))
+
+    def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
+        values, reasons, curves = unscored(len(ctx.ids))
+        n = ctx.pixels
+        size = int(self.params["subset_size"])
+        runs = int(self.params["nr_runs"])
+        fill = fill_value(ctx, self.params["baseline"])
+        todo: dict[int, np.ndarray] = {}
+        for b in range(len(ctx.ids)):
+            if ctx.valid[b]:
+                reasons[b] = ctx.valid[b]
+            elif size > n:
+                reasons[b] = f"subset_size {size} exceeds the {n} pixels of the input"
+            else:
+                todo[b] = self.subsets(ctx, b)
+        p0 = ctx.clean_probabilities() if todo else np.zeros(0)
+
+        def build(b: int, start: int, stop: int) -> torch.Tensor:
+            index = torch.from_numpy(todo[b][start:stop]).to(ctx.device)
+            masks = torch.zeros(stop - start, n, dtype=torch.bool, device=ctx.device)
+            masks.scatter_(1, index, True)
+            return compose(ctx.device_inputs[b], masks, fill)
+
+        scored = score_steps(ctx, {b: runs for b in todo}, build)
+        for b, subsets in todo.items():
+            flat = attribution(ctx, b, bool(self.params["abs"]))
+            sums = flat[subsets].sum(axis=1)
+            drops = p0[b] - scored[b]
+            r = ff.pearson_rows(sums[None], drops[None])[0]
+            curves[b] = {"drop": drops.tolist(), "attribution": sums.tolist()}
+            if np.isnan(r):
+                reasons[b] = "attribution sums or probability drops constant: correlation undefined"
+            values[b] = r
+        return MetricOutput(values=values, reasons=reasons, curves=curves)
+
+
+class SensitivityN(FieldFaithfulnessMetric):
+    """Sensitivity-n (Ancona et al. 2018): for each subset size n in ``sizes`` values up to
+    ``n_max_percentage`` of the pixels (``floor(H*W * n_max_percentage * i / sizes)``, i = 1..sizes),
+    draw ``nr_runs`` random subsets of n pixels (seeded by ``(seed, sample id, n)``), remove them
+    (baseline ``zeros``: the dataset mean, all channels) and take the Pearson correlation between the
+    subsets' attribution sums and the probability drops; the value is the mean of those correlations
+    over n (the curve is in ``curves``), in [-1, 1]. Higher is better; n/a where no size gives a
+    defined correlation.
+
+    The paper reads the output before the softmax; this metric reads p(target), like every
+    faithfulness metric here (DESIGN 3). Quantus 0.6's ``SensitivityN`` removes pixels cumulatively
+    in the map's order and correlates across the samples of a batch, one value per n, not per sample
+    (``docs/metrics.md``). Parameters: ``sizes`` 10, ``nr_runs`` 20, ``n_max_percentage`` 0.8
+    (Quantus's), ``baseline`` (``zeros``), ``abs`` False.
+    """
+
+    name = "sensitivity_n"
+    direction = "higher"
+    unit = "mean Pearson correlation over subset sizes, in [-1, 1]"
+    description = (
+        "Sensitivity-n (Ancona 2018): Pearson correlation between random subsets' attribution sums and the "
+        "probability drop when they are removed, averaged over subset sizes, in [-1, 1]. Higher is better."
+    )
+    default_params: ClassVar[Mapping[str, Any]] = {
+        "sizes": 10,
+        "nr_runs": 20,
+        "n_max_percentage": 0.8,
+        "baseline": "zeros",
+        "abs": False,
+    }
+    param_specs: ClassVar[Mapping[str, Param]] = {
+        "sizes": Param(int, low=1),
+        "nr_runs": Param(int, low=2),
+        "n_max_percentage": Param(float, low=0.0, high=1.0),
+        "baseline": Param(str, choices=BASELINES),
+        "abs": Param(bool),
+    }
+
+    def subsets(self, ctx: FaithfulnessBatch, b: int, size: int) -> np.ndarray:
+        """``(nr_runs, size)`` pixel indices of sample ``b`` for subset size ``size`` (seeded)."""
+        rng = sample_rng(ctx.seed, ctx.ids[b], f"sensitivity_n/subsets/{size}")
+        return ff.random_subsets(rng, ctx.pixels, size, int(self.params["nr_runs"]))
+
+    def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
+        values, reasons, curves = unscored(len(ctx.ids))
+        n = ctx.pixels
+        runs = int(self.params["nr_runs"])
+        sizes = ff.subset_sizes(n, int(self.params["sizes"]), float(self.params["n_max_percentage"]))
+        fill = fill_value(ctx, self.params["baseline"])
+        valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        p0 = ctx.clean_probabilities() if valid else np.zeros(0)
+        cache: dict[tuple[int, int], np.ndarray] = {}
+
+        def subsets_of(b: int, i: int) -> np.ndarray:
+            if (b, i) not in cache:
+                cache.clear()  # slices arrive in order: one size's subsets alive at a time
+                cache[(b, i)] = self.subsets(ctx, b, int(sizes[i]))
+            return cache[(b, i)]
+
+        def build(b: int, start: int, stop: int) -> torch.Tensor:
+            masks = torch.zeros(stop - start, n, dtype=torch.bool, device=ctx.device)
+            for j in range(start, stop):  # one subset per image, rows of the masks
+                index = torch.from_numpy(subsets_of(b, j // runs)[j % runs]).to(ctx.device)
+                masks[j - start, index] = True
+            return compose(ctx.device_inputs[b], masks, fill)
+
+        scored = score_steps(ctx, {b: len(sizes) * runs for b in valid}, build)
+        for b in range(len(ctx.ids)):
+            if ctx.valid[b]:
+                reasons[b] = ctx.valid[b]
+                continue
+            flat = attribution(ctx, b, bool(self.params["abs"]))
+            sums = np.stack([flat[self.subsets(ctx, b, int(s))].sum(axis=1) for s in sizes])
+            drops = p0[b] - scored[b].reshape(len(sizes), runs)
+            r = ff.pearson_rows(sums, drops)
+            curves[b] = {"n": sizes.tolist(), "correlation": [None if np.isnan(v) else float(v) for v in r]}
+            if np.isnan(r).all():
+                reasons[b] = "attribution sums or probability drops constant at every n: correlation undefined"
+            else:
+                values[b] = float(np.nanmean(r))
+        return MetricOutput(values=values, reasons=reasons, curves=curves)
