@@ -65,7 +65,7 @@ def test_track_params_win_over_the_defaults_and_wanted_wins_over_the_track(regis
 @pytest.mark.parametrize(
     ("selector", "message"),
     [
-        ("iuo", "unknown metric 'iuo'; did you mean 'iou'?"),
+        ("iuo", "unknown metric 'iuo'; did you mean 'iou', 'irof'?"),
         ("family:alignmnt", "'family:alignmnt': no such metric family; families: alignment, faithfulness, other, "),
         ("family:", "'family:': no such metric family"),
         ("", "metric selector '': expected a metric id, family:NAME, all or default"),

@@ -107,7 +107,7 @@ TRACK = '[[tracks]]\nmodel = "timm:resnet18"\ndataset = "folder:x"\n'
         (TRACK + "limt = 3\n", "tracks[1].limt: unknown key"),
         (TRACK + "limit = 0\n", "tracks[1].limit: must be a positive integer, got 0"),
         (TRACK + 'target = "gold"\n', "tracks[1].target: must be one of predicted, label"),
-        (TRACK + 'metrics = ["iuo"]\n', "tracks[1].metrics: unknown metric 'iuo'; did you mean 'iou'?"),
+        (TRACK + 'metrics = ["iuo"]\n', "tracks[1].metrics: unknown metric 'iuo'; did you mean 'iou', 'irof'?"),
         (TRACK + 'metrics = ["family:alignmnt"]\n', "tracks[1].metrics: 'family:alignmnt': no such metric family"),
         (TRACK + "metric_params = { iou = 3 }\n", "tracks[1].metric_params.iou: must be a table"),
         (TRACK + 'model_params = "x"\n', "tracks[1].model_params: must be a table"),
