@@ -68,7 +68,7 @@ def test_track_params_win_over_the_defaults_and_wanted_wins_over_the_track(regis
         ("iuo", "unknown metric 'iuo'; did you mean 'iou', 'irof'?"),
         ("family:alignmnt", "'family:alignmnt': no such metric family; families: alignment, faithfulness, other, "),
         ("family:", "'family:': no such metric family"),
-        ("", "metric selector '': expected a metric id, family:NAME, all or default"),
+        ("", "metric selector '': expected a metric id, family:NAME, all, native or default"),
     ],
 )
 def test_bad_selectors_are_one_line(registry: Registry, selector: str, message: str) -> None:

@@ -6,6 +6,8 @@ A selector is one of:
 - a metric id (``iou``, ``deletion``, ``quantus_complexity``): that metric, ``default = False`` or not;
 - ``family:NAME`` (``family:alignment``): every metric of the family with ``default = True``;
 - ``all``: every metric with ``default = True`` (53 with the bundled plugins: slow on a large model);
+- ``native``: every built-in metric (of the ``xaibench`` distribution), ``default = False`` ones
+  too (the field's metrics of DESIGN 3b; the ``full`` suite runs ``all`` and ``native``);
 - ``default``: :data:`DEFAULT_METRICS`, the quick set that ad-hoc and suite-file tracks run when
   they name no metrics: the alignment ranking metrics (only on a track whose samples mostly have
   ground truth, see :func:`track_has_masks`), the faithfulness ranking metrics of the default
@@ -32,6 +34,7 @@ __all__ = [
     "DEFAULT",
     "DEFAULT_METRICS",
     "FAMILY",
+    "NATIVE",
     "DefaultMetrics",
     "check_selectors",
     "resolve_metrics",
@@ -40,6 +43,7 @@ __all__ = [
 ]
 
 ALL = "all"
+NATIVE = "native"
 DEFAULT = "default"
 FAMILY = "family:"
 GROUND_TRUTH_NEEDS = frozenset({"mask", "levels"})
@@ -80,8 +84,8 @@ def check_selectors(registry: Registry, selectors: Sequence[str]) -> None:
     unknown metric id (suggesting close ids) or an unknown family (listing the families)."""
     for item in selectors:
         if not isinstance(item, str) or not item.strip():
-            raise XaibenchError(f"metric selector {item!r}: expected a metric id, family:NAME, all or default")
-        if item in (ALL, DEFAULT):
+            raise XaibenchError(f"metric selector {item!r}: expected a metric id, family:NAME, all, native or default")
+        if item in (ALL, NATIVE, DEFAULT):
             continue
         if item.startswith(FAMILY):
             known = families(registry)
@@ -112,12 +116,14 @@ def _default_names(registry: Registry, masks: bool) -> dict[str, Mapping[str, An
 
 
 def _expand(registry: Registry, selectors: Sequence[str]) -> list[str]:
-    """Metric ids of ``family:``, ``all`` and plain-id selectors, in order, without repeats."""
+    """Metric ids of ``family:``, ``all``, ``native`` and plain-id selectors, in order, without repeats."""
     by_default = [e for e in registry.entries("metric") if e.cls.default]
     names: list[str] = []
     for item in selectors:
         if item == ALL:
             names += [e.info.name for e in by_default]
+        elif item == NATIVE:
+            names += [e.info.name for e in registry.entries("metric") if e.info.distribution == "xaibench"]
         elif item.startswith(FAMILY):
             family = item[len(FAMILY) :]
             names += [e.info.name for e in by_default if e.cls.family == family]
