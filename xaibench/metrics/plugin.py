@@ -11,8 +11,8 @@ from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS
 from xaibench.metrics.faithfulness.average_drop import AverageDrop
 from xaibench.metrics.faithfulness.curves import Deletion, Insertion
 from xaibench.metrics.faithfulness.road import ROAD_METRICS
-from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.metrics.other.sparseness import Sparseness
+from xaibench.metrics.robustness import ROBUSTNESS_METRICS
 from xaibench.metrics.sanity.randomisation import ModelRandomisation
 from xaibench.plugins.hookspecs import hookimpl
 
@@ -25,8 +25,9 @@ METRICS: list[type[Metric]] = [
     Insertion,
     *ROAD_METRICS,
     AverageDrop,
+    # robustness (DESIGN 3b)
+    *ROBUSTNESS_METRICS,
     # other axes (not ranked)
-    MaxSensitivity,
     Sparseness,
     # sanity (DESIGN 4b; never ranked, flagged)
     ModelRandomisation,
