@@ -386,3 +386,44 @@ def test_formulas_by_hand():
     kept = np.array([[True, False]])
     assert fr.aggregate(np.array([[1.0, 5.0]]), kept, "max").tolist() == [1.0]
     assert np.isnan(fr.aggregate(np.array([[1.0, 5.0]]), ~kept & kept, "mean")[0])
+
+
+# ----------------------------------------------------------------------------- ranking
+
+
+def test_robustness_is_ranked_within_its_family_and_stays_out_of_the_overall_rank():
+    from rich.console import Console
+
+    from xaibench.publish.board import Leaderboard
+    from xaibench.publish.leaderboard import Entry, leaderboard_rows
+    from xaibench.publish.writers import print_leaderboard
+
+    ids = [f"s{k}" for k in range(10)]
+
+    def entry(x, metric, value, family, direction):
+        samples = {s: value + 0.01 * k for k, s in enumerate(ids)}
+        return Entry("t", x, metric, family, direction, True, value, value, value, 10, 0, samples)
+
+    base = [entry("a", "deletion", 0.1, "faithfulness", "lower"), entry("b", "deletion", 0.3, "faithfulness", "lower")]
+    robust = [  # b is the more robust explainer: it must win the robustness rank only
+        entry("a", "max_sensitivity", 0.9, "robustness", "lower"),
+        entry("b", "max_sensitivity", 0.2, "robustness", "lower"),
+        entry("a", "local_lipschitz_estimate", 5.0, "robustness", "lower"),
+        entry("b", "local_lipschitz_estimate", 1.0, "robustness", "lower"),
+    ]
+    before = {(r["explainer"], r["metric"]): r for r in leaderboard_rows(base)}
+    after = {(r["explainer"], r["metric"]): r for r in leaderboard_rows(base + robust)}
+    assert {k: v for k, v in after.items() if k in before} == before  # every row unchanged, overall included
+    added = {k: v for k, v in after.items() if k not in before}
+    assert {v["family"] for v in added.values()} == {"robustness"}
+    assert {k: v["rank"] for k, v in added.items() if k[1] == "rank:robustness"} == {
+        ("a", "rank:robustness"): 2,
+        ("b", "rank:robustness"): 1,
+    }
+    assert after[("a", "rank:overall")]["rank"] == 1  # deletion alone decides the overall rank
+    board = Leaderboard(rows=list(leaderboard_rows(base + robust)))
+    board.ranking_metrics = {"t": {"deletion", "max_sensitivity", "local_lipschitz_estimate"}}
+    console = Console(record=True, width=200)
+    print_leaderboard(board, console=console)
+    text = console.export_text()
+    assert "robustness" in text and "max_sensitivity" in text

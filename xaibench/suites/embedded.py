@@ -18,9 +18,22 @@ from xaibench.api import Suite, TrackSpec
 # has a real mask, so photos ranks on faithfulness only: no alignment metric runs there. Measured
 # on 2 cores with the models cached: 1 min 55 s with 10-step deletion/insertion curves on photos
 # (2 min 18 s with 20 steps; the cut that costs least: the curves stay monotone AUCs, coarser).
+# Robustness (DESIGN 3b) runs on the two shapes tracks only: its members with `default = True`
+# (max_sensitivity, avg_sensitivity, local_lipschitz_estimate) share one pass of n = 10 perturbed
+# inputs per sample, explainer re-run on each; on photos that is 90 EfficientNet-Lite0
+# explanations per explainer, beyond the budget, while the shapes CNN makes them cheap.
 FAMILIES = ("family:alignment", "family:perceptual", "model_randomisation")
-SHAPES_METRICS = (*FAMILIES, "deletion", "insertion", "road_sufficiency", "road_necessity", "road_faithfulness")
-SHORTCUT_METRICS = (*FAMILIES, "deletion", "sparseness")
+ROBUSTNESS = ("family:robustness",)
+SHAPES_METRICS = (
+    *FAMILIES,
+    "deletion",
+    "insertion",
+    "road_sufficiency",
+    "road_necessity",
+    "road_faithfulness",
+    *ROBUSTNESS,
+)
+SHORTCUT_METRICS = (*FAMILIES, "deletion", "sparseness", *ROBUSTNESS)
 PHOTOS_METRICS = ("family:perceptual", "model_randomisation", "deletion", "insertion", "average_drop", "sparseness")
 DEFAULT_PHOTOS: tuple[str, ...] | None = None
 """Every photo (9): faithfulness needs at least 8 shared samples to rank."""
