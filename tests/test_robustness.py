@@ -427,3 +427,17 @@ def test_robustness_is_ranked_within_its_family_and_stays_out_of_the_overall_ran
     print_leaderboard(board, console=console)
     text = console.export_text()
     assert "robustness" in text and "max_sensitivity" in text
+
+
+def test_suites_run_the_family(registry):
+    from xaibench.suites.embedded import DefaultSuite, FullSuite
+    from xaibench.suites.metric_selection import resolve_metrics
+
+    def robustness(track):
+        return sorted(m.name for m in resolve_metrics(registry, track, None) if m.family == "robustness")
+
+    default = {t.name: robustness(t) for t in DefaultSuite().tracks()}
+    cheap = ["avg_sensitivity", "local_lipschitz_estimate", "max_sensitivity"]
+    assert default == {"shapes": cheap, "shapes-shortcut": cheap, "photos": []}
+    full = {t.name: robustness(t) for t in FullSuite().tracks()}
+    assert all(names == sorted(METRICS) for names in full.values())

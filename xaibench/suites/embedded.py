@@ -35,6 +35,14 @@ SHAPES_METRICS = (
 )
 SHORTCUT_METRICS = (*FAMILIES, "deletion", "sparseness", *ROBUSTNESS)
 PHOTOS_METRICS = ("family:perceptual", "model_randomisation", "deletion", "insertion", "average_drop", "sparseness")
+FULL_OPT_IN = (
+    "continuity",
+    "relative_input_stability",
+    "relative_output_stability",
+    "relative_representation_stability",
+)
+"""Native metrics with ``default = False`` (out of ``all``) that ``full`` still runs (DESIGN 3b)."""
+FULL_METRICS = ("all", *FULL_OPT_IN)
 DEFAULT_PHOTOS: tuple[str, ...] | None = None
 """Every photo (9): faithfulness needs at least 8 shared samples to rank."""
 PHOTOS_METRIC_PARAMS = {"deletion": {"steps": 10}, "insertion": {"steps": 10}}
@@ -114,7 +122,8 @@ class FullSuite(Suite):
     licence = "Apache-2.0"
 
     def tracks(self) -> list[TrackSpec]:
-        return embedded_tracks(shapes_limit=None, photos=None, metrics={}, metric_params={})
+        every = dict.fromkeys(("shapes", "shapes-shortcut", "photos"), FULL_METRICS)
+        return embedded_tracks(shapes_limit=None, photos=None, metrics=every, metric_params={})
 
     def status(self) -> str:
         return "offline; 64 synthetic shapes per shapes track, every photo, every metric"
