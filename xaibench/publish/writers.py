@@ -31,7 +31,8 @@ LEGEND = (
     "samples where both have a value (at least {min_shared} shared samples; below that a cell shows "
     '"too few samples (n = k)"), and they tie (`#k=`) when the 95 % paired bootstrap interval of the '
     "mean difference contains 0. Rank = 1 + the number of explainers that beat it. Family rank = "
-    "mean rank over the family's ranking metrics; overall = mean over the ranked families only. "
+    "mean rank over the family's ranking metrics; overall = mean over the ranked families only "
+    "(alignment, faithfulness, perceptual; the robustness family is ranked within itself, outside it). "
     "The perceptual family is ranked only with a valid checkpoint (labelled PASTA, or held-out Q1 "
     'Spearman >= {min_rho}); otherwise it is shown, labelled and marked "not ranked". The sanity '
     'family is never ranked: a model_randomisation mean above {sanity} flags "insensitive to the '
