@@ -15,18 +15,55 @@ within the rows' tolerances of 0. The runs go through a subprocess so
 that ``ATEN_CPU_CAPABILITY`` (read when torch starts) takes effect: seed 0 also runs with
 ``default`` (no vector kernels) and ``avx2``, so ranks identical to the golden file's are ranks
 identical across kernels.
+
+The robustness family (DESIGN 3b) was added to the default suite additively: the golden rows of
+both seeds are the former rows, unchanged (their digests are recorded below, taken from the file
+before the change), plus the robustness rows (its metrics' rows and ``rank:robustness``) on the
+two shapes tracks; :func:`test_golden_rows_are_the_former_rows_plus_robustness_rows` checks it
+without running anything.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
+from xaibench.metrics.robustness import ROBUSTNESS_METRICS
 from xaibench.testing.golden import compare_rows, fragile_ranks, leaderboard_rows, model_identities, run_default_suite
 
 GOLDEN = Path(__file__).parent / "golden" / "default-suite.json"
+BEFORE_ROBUSTNESS = {
+    "0": "0acda4752ea9ed678333b66488c93d27fafbce2d84d8b7a0fbacc43e6e2a30c6",
+    "1": "4895d92b43ec52ae49831934e0657f3dab4567348bd54eeb42610fc1392e65ff",
+    "models": "76a19fcacd0adbd549dddef2c4ec10d0c7f9d643e4c0e064843715d70aeb7eeb",
+}
+"""sha256 of ``json.dumps(rows, sort_keys=True)`` of each seed's rows (and of ``models``) in the golden
+file before the robustness family joined the default suite (606 rows per seed)."""
+ROBUSTNESS_ROWS = {cls.name for cls in ROBUSTNESS_METRICS} | {"rank:robustness"}
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def test_golden_rows_are_the_former_rows_plus_robustness_rows() -> None:
+    """Every former row (metric, family and overall ranks) is unchanged; the only rows added are the
+    robustness family's, on the shapes tracks, with a ``rank:robustness`` row per explainer."""
+    golden = json.loads(GOLDEN.read_text())
+    assert _digest(golden["models"]) == BEFORE_ROBUSTNESS["models"]
+    for seed in ("0", "1"):
+        rows = golden[seed]
+        former = {k: v for k, v in rows.items() if k.rsplit("/", 1)[1] not in ROBUSTNESS_ROWS}
+        assert len(former) == 606 and _digest(former) == BEFORE_ROBUSTNESS[seed]
+        added = sorted(set(rows) - set(former))
+        assert {k.split("/")[0] for k in added} == {"shapes", "shapes-shortcut"}
+        explainers = {k.split("/")[1] for k in former if k.startswith("shapes/")}
+        for track in ("shapes", "shapes-shortcut"):
+            ranked = {k.split("/")[1]: rows[k]["rank"] for k in added if k.startswith(f"{track}/") and "rank:" in k}
+            assert set(ranked) == explainers and all(r is not None for r in ranked.values())
 
 
 def _cpu_flags() -> set[str]:

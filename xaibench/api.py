@@ -16,13 +16,16 @@ import numpy as np
 from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
-Family = Literal["alignment", "faithfulness", "perceptual", "other", "sanity"]
+Family = Literal["alignment", "faithfulness", "robustness", "perceptual", "other", "sanity"]
 ExplanationKind = Literal["saliency", "concept"]
 
 FAMILIES: tuple[Family, ...] = get_args(Family)
 """Every metric family, in display order (the one list; DESIGN 6)."""
 RANKED_FAMILIES: tuple[Family, ...] = ("alignment", "faithfulness", "perceptual")
 """The families whose mean rank enters the overall rank."""
+FAMILY_RANKED: tuple[Family, ...] = ("alignment", "faithfulness", "robustness", "perceptual")
+"""The families ranked within themselves (a ``rank:<family>`` row), in display order: those of
+:data:`RANKED_FAMILIES` and ``robustness`` (DESIGN 3b), which stays out of the overall rank."""
 
 T = TypeVar("T")
 

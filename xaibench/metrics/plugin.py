@@ -13,8 +13,8 @@ from xaibench.metrics.faithfulness.curves import Deletion, Insertion
 from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
 from xaibench.metrics.faithfulness.road import ROAD_METRICS
 from xaibench.metrics.other.field import FIELD_OTHER_METRICS
-from xaibench.metrics.other.sensitivity import MaxSensitivity
 from xaibench.metrics.other.sparseness import Sparseness
+from xaibench.metrics.robustness import ROBUSTNESS_METRICS
 from xaibench.metrics.sanity.field import FIELD_SANITY_METRICS
 from xaibench.metrics.sanity.randomisation import ModelRandomisation
 from xaibench.plugins.hookspecs import hookimpl
@@ -29,8 +29,9 @@ METRICS: list[type[Metric]] = [
     *ROAD_METRICS,
     AverageDrop,
     *FIELD_FAITHFULNESS_METRICS,
+    # robustness (DESIGN 3b)
+    *ROBUSTNESS_METRICS,
     # other axes (not ranked)
-    MaxSensitivity,
     Sparseness,
     *FIELD_OTHER_METRICS,
     # sanity (DESIGN 4b; never ranked, flagged)

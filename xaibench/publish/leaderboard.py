@@ -14,7 +14,8 @@ rank), and the family rank the competition rank of those means (lower is better)
 score is the mean of the explainer's *ranked* family ranks: alignment, faithfulness, and
 perceptual only when its checkpoint is valid (labelled ``PASTA``, or a held-out technique-level
 Q1 Spearman >= 0.3); otherwise the perceptual family is shown with "not ranked: <reason>". The
-sanity family is never ranked: a ``model_randomisation`` mean above 0.5 flags the explainer
+robustness family (DESIGN 3b) has its own ``rank:robustness`` rows but stays out of the overall
+score. The sanity family is never ranked: a ``model_randomisation`` mean above 0.5 flags the explainer
 "insensitive to the model". Raw values of different metrics are never added together.
 """
 
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xaibench.api import FAMILIES, RANKED_FAMILIES
+from xaibench.api import FAMILIES, FAMILY_RANKED, RANKED_FAMILIES
 from xaibench.errors import XaibenchError
 from xaibench.publish.shapes import (
     BoardRow,
@@ -346,7 +347,7 @@ def rank_track(
         ranked = gated is None and all(e.ranking for e in group) and metric not in NEVER_RANKED
         if gated is not None:
             ranks = {e.explainer: (None, gated) for e in group}
-        elif ranked and family in RANKED_FAMILIES and (family != "perceptual" or perceptual_ok):
+        elif ranked and family in FAMILY_RANKED and (family != "perceptual" or perceptual_ok):
             ranks = rank_metric(group, min_shared)
         elif ranked and family == "perceptual":
             ranks = {e.explainer: (None, f"not ranked: {perceptual_reason}") for e in group}
@@ -363,7 +364,7 @@ def rank_track(
                 cell_flags.append(INSENSITIVE)
             label = (perceptual_label or "") if e.family == "perceptual" else ""
             rows.append(_metric_row(e, rank, status, label, "; ".join(cell_flags)))
-            if ranked and e.family in RANKED_FAMILIES:
+            if ranked and e.family in FAMILY_RANKED:
                 if rank is not None:
                     family_ranks[e.family][e.explainer].append(rank)
                 else:
@@ -374,7 +375,7 @@ def rank_track(
     family_scores: dict[str, dict[str, float]] = {}
     for family in present:
         label = perceptual_label if family == "perceptual" else None
-        if family not in RANKED_FAMILIES:
+        if family not in FAMILY_RANKED:
             reason = "sanity check, never ranked" if family == "sanity" else "shown only"
             families[family] = {"ranked": False, "reason": reason, "label": label}
             continue
@@ -391,7 +392,8 @@ def rank_track(
         scores = {x: sum(r) / len(r) for x, r in family_ranks[family].items() if r}
         ranks_of = rank_by_mean(scores)
         if scores:
-            family_scores[family] = scores
+            if family in RANKED_FAMILIES:  # robustness is ranked within itself only (DESIGN 3b)
+                family_scores[family] = scores
             families[family] = {"ranked": True, "reason": None, "label": label}
         else:
             families[family] = {

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from xaibench.api import RANKED_FAMILIES
+from xaibench.api import FAMILY_RANKED
 from xaibench.files import csv_text, write_text_atomic
 from xaibench.publish.board import Leaderboard, board_json, label_of, rank_ties, track_title
 from xaibench.publish.leaderboard import CSV_COLUMNS, SANITY_METRIC, family_index
@@ -31,7 +31,8 @@ LEGEND = (
     "samples where both have a value (at least {min_shared} shared samples; below that a cell shows "
     '"too few samples (n = k)"), and they tie (`#k=`) when the 95 % paired bootstrap interval of the '
     "mean difference contains 0. Rank = 1 + the number of explainers that beat it. Family rank = "
-    "mean rank over the family's ranking metrics; overall = mean over the ranked families only. "
+    "mean rank over the family's ranking metrics; overall = mean over the ranked families only "
+    "(alignment, faithfulness, perceptual; the robustness family is ranked within itself, outside it). "
     "The perceptual family is ranked only with a valid checkpoint (labelled PASTA, or held-out Q1 "
     'Spearman >= {min_rho}); otherwise it is shown, labelled and marked "not ranked". The sanity '
     'family is never ranked: a model_randomisation mean above {sanity} flags "insensitive to the '
@@ -144,7 +145,7 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
     shown += [m for m in by_metric if m == SANITY_METRIC or (not m.startswith("rank:") and family_of(m) == "sanity")]
     metrics = sorted(set(shown), key=order)
     states = board.families.get(track, {})
-    families = [f for f in RANKED_FAMILIES if f"rank:{f}" in by_metric]
+    families = [f for f in FAMILY_RANKED if f"rank:{f}" in by_metric]
     header = ["overall rank", "explainer"]
     family_notes: dict[str, str] = {}
     for f in families:
@@ -338,7 +339,7 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
         by_metric[r["metric"]].append(r)
     ties = rank_ties(rows)
     states = board.families.get(track, {})
-    present = [f for f in RANKED_FAMILIES if f"rank:{f}" in by_metric]
+    present = [f for f in FAMILY_RANKED if f"rank:{f}" in by_metric]
     families = [f for f in present if states.get(f, {}).get("ranked", True)]
     notes: list[str] = []
     for f in present:

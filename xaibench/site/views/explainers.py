@@ -8,7 +8,7 @@ from typing import TypedDict
 
 from markupsafe import Markup
 
-from xaibench.api import RANKED_FAMILIES
+from xaibench.api import FAMILY_RANKED
 from xaibench.publish.board import Leaderboard, rank_ties, track_title
 from xaibench.publish.leaderboard import family_index
 from xaibench.publish.shapes import Curve, Example, Explained, JsonObject, MetricSummary, Provenance
@@ -136,7 +136,7 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
         present = {str(m.get("family")) for m in track.get("metrics", {}).values() if isinstance(m, dict)}
         families = [
             (f, cell(rows.get(f"rank:{f}"), ties, hide_flags=tuple(flags)))
-            for f in RANKED_FAMILIES
+            for f in FAMILY_RANKED
             if f"rank:{f}" in rows and (f not in fam_info or fam_info[f]["ranked"])
         ]
         out.append(

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import TypedDict
 
-from xaibench.api import RANKED_FAMILIES
+from xaibench.api import FAMILY_RANKED
 from xaibench.publish.board import Leaderboard, rank_ties, track_title
 from xaibench.publish.leaderboard import family_index
 from xaibench.publish.shapes import BoardRow, Provenance
@@ -96,7 +96,7 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
             "name": f,
             "note": not_ranked_text(fam_info[f]["reason"]) if f in fam_info and not fam_info[f]["ranked"] else "",
         }
-        for f in RANKED_FAMILIES
+        for f in FAMILY_RANKED
         if any(r["metric"] == f"rank:{f}" for r in rows) or (f in present and f in fam_info)
     ]
     cells: dict[str, dict[str, BoardRow]] = defaultdict(dict)
