@@ -23,7 +23,14 @@ from xaibench.metrics.faithfulness.perturbation import pixel_count, saliency_ord
 from xaibench.metrics.other import formulas as fo
 from xaibench.metrics.plugin import METRICS as BUILTIN_METRICS
 
-FAITHFULNESS_METRICS = [cls for cls in BUILTIN_METRICS if cls.family in ("faithfulness", "other")]
+# DESIGN 3 and 4's metrics (the field's others, DESIGN 3b, have tests of their own)
+ROAD_IDS = tuple(
+    f"road_{kind}{suffix}"
+    for suffix in ("", "_black", "_uniform", "_gaussian")
+    for kind in ("sufficiency", "necessity", "faithfulness")
+)
+SECTION_3_AND_4 = ("deletion", "insertion", "average_drop", "max_sensitivity", "sparseness", *ROAD_IDS)
+FAITHFULNESS_METRICS = [cls for cls in BUILTIN_METRICS if cls.name in SECTION_3_AND_4]
 METRICS = {cls.name: cls for cls in FAITHFULNESS_METRICS}
 
 
@@ -472,9 +479,11 @@ def test_metric_metadata():
         expected += [f"road_sufficiency{suffix}", f"road_necessity{suffix}", f"road_faithfulness{suffix}"]
     expected += ["average_drop", "max_sensitivity", "sparseness"]
     assert sorted(names) == sorted(expected)
-    assert sorted(c.name for c in FAITHFULNESS_METRICS if c.ranking) == ["deletion", "insertion", "road_faithfulness"]
+    ranking = sorted(c.name for c in FAITHFULNESS_METRICS if c.ranking)
+    assert ranking == ["deletion", "insertion", "max_sensitivity", "road_faithfulness"]  # max-sensitivity: robustness
     for cls in FAITHFULNESS_METRICS:
-        assert cls.family == ("other" if cls.name in ("max_sensitivity", "sparseness") else "faithfulness")
+        family = {"max_sensitivity": "robustness", "sparseness": "other"}.get(cls.name, "faithfulness")
+        assert cls.family == family
         assert cls.direction in ("higher", "lower") and cls.direction in cls.description.lower().replace(
             "sparser", "higher"
         )

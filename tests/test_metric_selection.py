@@ -45,7 +45,11 @@ def test_default_is_the_photos_faithfulness_ranking_metrics_plus_alignment_when_
 def test_all_family_and_ids(registry: Registry) -> None:
     track = TrackSpec(name="t", dataset="shapes", model="shapes-cnn")
     every = _names(resolve_metrics(registry, track, ["all"]))
-    assert len(every) == 53 and not any(n.startswith("quantus_") for n in every)  # default = False stays out
+    assert len(every) == 55 and not any(n.startswith("quantus_") for n in every)  # default = False stays out
+    native = _names(resolve_metrics(registry, track, ["native"]))
+    assert set(every) <= set(native)  # no installed plugin adds a default metric here
+    assert {"irof", "continuity", "complexity", "efficient_mprt"} <= set(native) - set(every)
+    assert not any(n.startswith("quantus_") for n in native)  # a plugin's opt-in metrics are not native
     assert _names(resolve_metrics(registry, track, None)) == every  # a track without metrics: all, as before
     alignment = _names(resolve_metrics(registry, track, ["family:alignment"]))
     assert len(alignment) == 29 and set(ALIGNMENT_RANKING) <= set(alignment) and "deletion" not in alignment

@@ -205,14 +205,14 @@ RECORDED: list[tuple[str, str, str, str, str, str, bool, tuple[str, ...], dict[s
         ("model",),
         {},
     ),
-    (
+    (  # issue 27: moved to the robustness family (2.0.0), ranked within it
         "max_sensitivity",
-        "xaibench.metrics.other.sensitivity",
+        "xaibench.metrics.robustness.metrics",
         "MaxSensitivity",
-        "1.1.0",
-        "other",
+        "2.0.0",
+        "robustness",
         "lower",
-        False,
+        True,
         ("model",),
         {"n": 10, "radius": 0.02},
     ),
@@ -230,9 +230,17 @@ RECORDED: list[tuple[str, str, str, str, str, str, bool, tuple[str, ...], dict[s
     ),
 ]
 
-TEXT_DIGEST = "b7fd0ba19e59eab57a72b415a86b4400702472c92d931566e801712e65f05dbf"
-"""sha256 of one line per metric, in registration order: id, unit, description and repr of the
-parameter specs, tab-separated (recorded from the hand-written classes)."""
+TEXT_DIGEST = "c81c3e91baefac8f9bdc5996ccd8dd15350546dfbc6ec34850c7ae37b9babd72"
+"""sha256 of one line per recorded metric, in registration order: id, unit, description and repr of
+the parameter specs, tab-separated (recorded from the hand-written classes; max-sensitivity's since
+it moved to the robustness family, issue 27)."""
+
+RECORDED_IDS = [row[0] for row in RECORDED]
+"""The metrics recorded here; the field's metrics added later (DESIGN 3b) have tests of their own."""
+
+
+def _recorded(classes: list[type[Metric]]) -> list[type[Metric]]:
+    return [cls for cls in classes if cls.name in RECORDED_IDS]
 
 
 def _row(cls: type[Metric]) -> tuple:
@@ -255,19 +263,20 @@ def _text_digest(classes: list[type[Metric]]) -> str:
 
 
 def test_every_builtin_metric_keeps_its_recorded_identity() -> None:
-    assert [_row(cls) for cls in METRICS] == RECORDED
+    assert [_row(cls) for cls in _recorded(METRICS)] == RECORDED
 
 
 def test_descriptions_units_and_parameter_rules_are_unchanged() -> None:
-    assert _text_digest(METRICS) == TEXT_DIGEST
+    assert _text_digest(_recorded(METRICS)) == TEXT_DIGEST
 
 
 def test_the_hook_registers_every_builtin_metric_in_order() -> None:
     registry = Registry(load_entry_points=False)
     status = registry.plugins["xaibench.metrics.plugin"]
     assert status.ok, status.error
-    ids = [row[0] for row in RECORDED]
-    assert [c.removeprefix("metric:") for c in status.components] == ids
+    registered = [c.removeprefix("metric:") for c in status.components]
+    assert [name for name in registered if name in RECORDED_IDS] == RECORDED_IDS  # in their order
+    assert registered == [cls.name for cls in METRICS]
     for cls in METRICS:
         assert registry.entry("metric", cls.name).cls is cls
         assert registry.info("metric", cls.name).description == cls.description
@@ -305,11 +314,19 @@ def test_variant_parameters_come_from_the_table() -> None:
     assert road["road_faithfulness"]().combine({"sufficiency": 0.5, "necessity": 0.25}) == pytest.approx(1 / 3)
 
 
-@pytest.mark.parametrize(("module", "name"), sorted({(row[1], row[2]) for row in RECORDED}))
+@pytest.mark.parametrize(
+    ("module", "name"),
+    sorted({(row[1], row[2]) for row in RECORDED} | {("xaibench.metrics.other.sensitivity", "MaxSensitivity")}),
+)
 def test_former_class_names_still_import_and_pickle(module: str, name: str) -> None:
     cls = getattr(importlib.import_module(module), name)
-    assert cls in METRICS and cls.__name__ == name and cls.__module__ == module
+    assert cls in METRICS and cls.__name__ == name
+    assert cls.__module__ == module or (module, cls.__module__) == MOVED
     assert pickle.loads(pickle.dumps(cls)) is cls
+
+
+MOVED = ("xaibench.metrics.other.sensitivity", "xaibench.metrics.robustness.metrics")
+"""max-sensitivity's former module still imports it (issue 27)."""
 
 
 def test_unknown_names_still_raise_attribute_error() -> None:

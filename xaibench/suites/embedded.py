@@ -37,14 +37,9 @@ SHAPES_METRICS = (
 )
 SHORTCUT_METRICS = (*FAMILIES, "deletion", "sparseness", *ROBUSTNESS)
 PHOTOS_METRICS = ("family:perceptual", "model_randomisation", "deletion", "insertion", "average_drop", "sparseness")
-FULL_OPT_IN = (
-    "continuity",
-    "relative_input_stability",
-    "relative_output_stability",
-    "relative_representation_stability",
-)
-"""Native metrics with ``default = False`` (out of ``all``) that ``full`` still runs (DESIGN 3b)."""
-FULL_METRICS = ("all", *FULL_OPT_IN)
+FULL_METRICS = ("all", "native")
+"""What ``full`` runs: every metric with ``default = True`` (plugins' too) and every built-in one,
+``default = False`` included (the field's metrics of DESIGN 3b)."""
 DEFAULT_PHOTOS: tuple[str, ...] | None = None
 """Every photo (9): faithfulness needs at least 8 shared samples to rank."""
 PHOTOS_METRIC_PARAMS = {"deletion": {"steps": 10}, "insertion": {"steps": 10}}
