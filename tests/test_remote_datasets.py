@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests._distributions import write_distribution
+from tests._distributions import records_by_key, without_distribution, write_distribution
 from xaibench.errors import XaibenchError
 from xaibench.plugins import catalogue, manager
 from xaibench.runner import dataset_worker, evaluate, wire
@@ -123,24 +123,6 @@ def _blobs_track(dataset: str = "blobs") -> Any:
     return adhoc_track("shapes-cnn:shapes", f"{dataset}:3", name="blobs-track")
 
 
-def _records(workdir: Path, track: str) -> dict[str, dict[str, Any]]:
-    out = {}
-    for line in (workdir / "results" / f"{track}.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        # timings vary; the integrity tag is keyed per workdir by design
-        out[record["key"]] = {k: v for k, v in record.items() if k not in ("wall_time_s", "integrity")}
-    return out
-
-
-def _without_distribution(value: Any) -> Any:
-    """``value`` without the fields that name where a component came from (a distribution)."""
-    if isinstance(value, dict):
-        return {k: _without_distribution(v) for k, v in value.items() if "distribution" not in k and k != "plugin"}
-    if isinstance(value, list):
-        return [_without_distribution(v) for v in value]
-    return value
-
-
 def test_a_dataset_of_a_distribution_loads_in_a_worker_with_the_records_of_the_same_class_in_process(
     tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -166,11 +148,11 @@ def test_a_dataset_of_a_distribution_loads_in_a_worker_with_the_records_of_the_s
     assert manager.remote_distribution(control.entry("dataset", "blobs").cls) is None
     run(_config(tmp_path / "local", [_blobs_track()]), control)
 
-    remote, here = _records(tmp_path / "remote", "blobs-track"), _records(tmp_path / "local", "blobs-track")
+    remote, here = records_by_key(tmp_path / "remote", "blobs-track"), records_by_key(tmp_path / "local", "blobs-track")
     assert len(remote) == 6  # 3 samples x 2 metrics
-    assert _without_distribution(remote) == _without_distribution(here)
+    assert without_distribution(remote) == without_distribution(here)
     summaries = [json.loads((tmp_path / w / "summary.json").read_text()) for w in ("remote", "local")]
-    provenance = [_without_distribution(s["tracks"]["blobs-track"]["provenance"]) for s in summaries]
+    provenance = [without_distribution(s["tracks"]["blobs-track"]["provenance"]) for s in summaries]
     assert provenance[0] == provenance[1]
     assert provenance[0]["dataset"] == {"name": "blobs", "revision": "blobs-3-0", "params": {"n": "3"}}
 
@@ -185,9 +167,9 @@ def test_a_dataset_whose_import_patches_the_runner_leaves_the_other_tracks_recor
     run(_config(tmp_path / "clean", shapes), registry)
     run(_config(tmp_path / "both", [_blobs_track("patchy"), *shapes]), registry)
     assert "xb_patchy" not in sys.modules
-    clean, both = _records(tmp_path / "clean", "shapes"), _records(tmp_path / "both", "shapes")
+    clean, both = records_by_key(tmp_path / "clean", "shapes"), records_by_key(tmp_path / "both", "shapes")
     assert len(clean) == 6 and both == clean
-    assert len(_records(tmp_path / "both", "blobs-track")) == 6
+    assert len(records_by_key(tmp_path / "both", "blobs-track")) == 6
 
 
 @pytest.mark.parametrize(
@@ -210,7 +192,7 @@ def test_a_dataset_that_breaks_in_its_worker_is_one_line_and_the_run_goes_on(
     error = result.summary["tracks"]["blobs-track"]["error"]
     assert error == f"dataset 'broken' of distribution xb-broken-data: {said}"
     assert "\n" not in error
-    assert len(_records(tmp_path / "w", "shapes")) == 6
+    assert len(records_by_key(tmp_path / "w", "shapes")) == 6
     assert "xb_broken_data" not in sys.modules
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests._distributions import write_distribution
+from tests._distributions import records_by_key, without_distribution, write_distribution
 from xaibench.errors import XaibenchError
 from xaibench.plugins import catalogue, manager
 from xaibench.randomisation import parameter_blocks
@@ -160,24 +160,6 @@ def _tiny_track(model: str = "tiny") -> Any:
     return adhoc_track(f"{model}:5", "shapes", name="tiny-track")
 
 
-def _records(workdir: Path, track: str) -> dict[str, dict[str, Any]]:
-    out = {}
-    for line in (workdir / "results" / f"{track}.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        # timings vary; the integrity tag is keyed per workdir by design
-        out[record["key"]] = {k: v for k, v in record.items() if k not in ("wall_time_s", "integrity")}
-    return out
-
-
-def _without_distribution(value: Any) -> Any:
-    """``value`` without the fields that name where a component came from (a distribution)."""
-    if isinstance(value, dict):
-        return {k: _without_distribution(v) for k, v in value.items() if "distribution" not in k and k != "plugin"}
-    if isinstance(value, list):
-        return [_without_distribution(v) for v in value]
-    return value
-
-
 def test_a_model_of_a_distribution_runs_in_a_worker_with_the_records_of_the_same_class_in_process(
     tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -200,13 +182,13 @@ def test_a_model_of_a_distribution_runs_in_a_worker_with_the_records_of_the_same
     control.add_plugin(local, name="tiny-in-process")
     run(_config(tmp_path / "local", [_tiny_track()]), control)
 
-    remote, here = _records(tmp_path / "remote", "tiny-track"), _records(tmp_path / "local", "tiny-track")
+    remote, here = records_by_key(tmp_path / "remote", "tiny-track"), records_by_key(tmp_path / "local", "tiny-track")
     assert len(remote) == 9  # 3 samples x 3 metrics
-    assert _without_distribution(remote) == _without_distribution(here)
+    assert without_distribution(remote) == without_distribution(here)
     rho = [r["value"] for r in remote.values() if r["metric"] == "model_randomisation"]
     assert len(rho) == 3 and all(v is not None for v in rho)  # the sanity check ran, on the worker's blocks
     summaries = [json.loads((tmp_path / w / "summary.json").read_text()) for w in ("remote", "local")]
-    provenance = [_without_distribution(s["tracks"]["tiny-track"]["provenance"]) for s in summaries]
+    provenance = [without_distribution(s["tracks"]["tiny-track"]["provenance"]) for s in summaries]
     assert provenance[0] == provenance[1]
     assert provenance[0]["model"]["identity"].startswith("tiny-w5@")
     assert provenance[0]["model"]["weights"] == "random(seed=0)"
@@ -266,7 +248,7 @@ def test_a_model_that_breaks_in_its_worker_is_one_line_and_the_run_goes_on(
     result = run(_config(tmp_path / "w", [_tiny_track("broken"), *shapes], ["iou"], timeout=12), registry)
     error = result.summary["tracks"]["tiny-track"]["error"]
     assert error == f"model 'broken' of distribution xb-broken-model: {said}"
-    assert len(_records(tmp_path / "w", "shapes")) == 3
+    assert len(records_by_key(tmp_path / "w", "shapes")) == 3
     assert "xb_broken_model" not in sys.modules
 
 
@@ -281,9 +263,9 @@ def test_a_model_whose_import_patches_the_runner_leaves_the_other_tracks_records
     run(_config(tmp_path / "clean", shapes, metrics), registry)
     run(_config(tmp_path / "both", [_tiny_track("patchy"), *shapes], metrics), registry)
     assert "xb_patchy_model" not in sys.modules
-    clean, both = _records(tmp_path / "clean", "shapes"), _records(tmp_path / "both", "shapes")
+    clean, both = records_by_key(tmp_path / "clean", "shapes"), records_by_key(tmp_path / "both", "shapes")
     assert len(clean) == 6 and both == clean
-    assert len(_records(tmp_path / "both", "tiny-track")) == 6
+    assert len(records_by_key(tmp_path / "both", "tiny-track")) == 6
 
 
 def test_an_encoder_of_a_distribution_embeds_in_its_worker(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -541,14 +541,42 @@ def _ladder(
     metrics = sorted(set(aligned.loc[aligned["track"].isin(with_truth), "metric"]))
     if not metrics:
         return {}
+    scored = _reference_values(
+        "ladder", "a", LEVELS, results, with_truth, metrics, suite, seed, output_path, data_dir, run_options
+    )
+    return {
+        key: ladder_validity(values, direction, seed=seed, track=key[0], metric=key[1])
+        for key, (direction, values) in scored.items()
+    }
+
+
+def _reference_values(
+    explainer: str,
+    key: str,
+    settings: Sequence[Any],
+    results: RunResults,
+    tracks: list[str],
+    metrics: list[str],
+    suite: str | Path,
+    seed: int,
+    output_path: str | Path | None,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+) -> dict[tuple[str, str], tuple[str, dict[Any, dict[str, float | None]]]]:
+    """Run the reference ``explainer`` once per value of its parameter ``key`` in ``settings`` on
+    ``tracks`` with ``metrics``, through the runner into ``<workdir>/meta`` (cached, never
+    published), and return, by (track, metric), the metric's direction and its per-sample values
+    by setting (``None`` for n/a)."""
+    from xaibench.results import records
+
     options = {k: v for k, v in run_options.items() if k not in ("publish", "params", "metrics")}
-    for a in LEVELS:
+    for setting in settings:
         run(
-            "ladder",
+            explainer,
             suite=suite,
-            tracks=with_truth,
+            tracks=tracks,
             metrics=metrics,
-            params={"ladder": {"a": a}},
+            params={explainer: {key: setting}},
             seed=seed,
             output_path=output_path,
             workdir=results.workdir / META_WORKDIR,
@@ -557,16 +585,15 @@ def _ladder(
             **options,
         )
     frame = records(results.workdir / META_WORKDIR)
-    rungs = frame[(frame["explainer"] == "ladder") & frame["track"].isin(with_truth) & frame["metric"].isin(metrics)]
-    out: dict[tuple[str, str], Any] = {}
-    for (track, metric), group in rungs.groupby(["track", "metric"]):
-        values: dict[float, dict[str, float | None]] = {}
+    rows = frame[(frame["explainer"] == explainer) & frame["track"].isin(tracks) & frame["metric"].isin(metrics)]
+    out: dict[tuple[str, str], tuple[str, dict[Any, dict[str, float | None]]]] = {}
+    for (track, metric), group in rows.groupby(["track", "metric"]):
+        values: dict[Any, dict[str, float | None]] = {}
         for params, sample, value in zip(group["explainer_params"], group["sample_id"], group["value"], strict=True):
-            a = float(params.get("a", 0.0))
-            if a in LEVELS:
-                values.setdefault(a, {})[str(sample)] = None if value != value else float(value)
-        direction = str(group["direction"].iloc[0])
-        out[(str(track), str(metric))] = ladder_validity(values, direction, seed=seed, track=track, metric=metric)
+            setting = params.get(key)
+            if setting in settings:
+                values.setdefault(setting, {})[str(sample)] = None if value != value else float(value)
+        out[(str(track), str(metric))] = (str(group["direction"].iloc[0]), values)
     return out
 
 
@@ -615,40 +642,31 @@ def _planted_cue(
     if not figures:
         return {}
     metrics = sorted(set(faithful.loc[faithful["track"].isin(figures), "metric"]))
-    options = {k: v for k, v in run_options.items() if k not in ("publish", "params", "metrics")}
-    for region in ("cue", "object"):
-        run(
-            "planted",
-            suite=suite,
-            tracks=sorted(figures),
-            metrics=metrics,
-            params={"planted": {"region": region}},
+    scored = _reference_values(
+        "planted",
+        "region",
+        ("cue", "object"),
+        results,
+        sorted(figures),
+        metrics,
+        suite,
+        seed,
+        output_path,
+        data_dir,
+        run_options,
+    )
+    return {
+        (track, metric): planted_validity(
+            values.get("cue", {}),
+            values.get("object", {}),
+            direction,
+            figures[track],
             seed=seed,
-            output_path=output_path,
-            workdir=results.workdir / META_WORKDIR,
-            publish=False,
-            data_dir=data_dir,
-            **options,
+            track=track,
+            metric=metric,
         )
-    frame = records(results.workdir / META_WORKDIR)
-    scored = frame[(frame["explainer"] == "planted") & frame["track"].isin(figures) & frame["metric"].isin(metrics)]
-    out: dict[tuple[str, str], Any] = {}
-    for (track_name, metric), group in scored.groupby(["track", "metric"]):
-        by_region: dict[str, dict[str, float | None]] = {"cue": {}, "object": {}}
-        for params, sample, value in zip(group["explainer_params"], group["sample_id"], group["value"], strict=True):
-            region = str(params.get("region", "cue"))
-            if region in by_region:
-                by_region[region][str(sample)] = None if value != value else float(value)
-        out[(str(track_name), str(metric))] = planted_validity(
-            by_region["cue"],
-            by_region["object"],
-            str(group["direction"].iloc[0]),
-            figures[str(track_name)],
-            seed=seed,
-            track=str(track_name),
-            metric=str(metric),
-        )
-    return out
+        for (track, metric), (direction, values) in scored.items()
+    }
 
 
 def _human_ceilings(
