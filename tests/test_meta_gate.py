@@ -65,6 +65,9 @@ def test_an_invalid_metric_is_shown_but_not_ranked_only_with_a_matching_meta_jso
     assert STATUS_START in (board / "leaderboard.md").read_text()
     assert STATUS_START.split(" (")[0] in shown
     assert any(STATUS_START in p.read_text() for p in (board / "site").rglob("*.html"))
+    cards = (board / "site" / "metrics.html").read_text()  # the metrics page: xaibench meta's report cards
+    assert 'id="card-shapes-map_blind"' in cards and "graded-oracle ladder" in cards and "<svg" in cards
+    assert 'href="metrics.html#card-shapes-iou"' in (board / "site" / "index.html").read_text()
 
     # a changed submission: the verdicts are not these submissions' any more
     path = subs / "random.json"
@@ -74,6 +77,7 @@ def test_an_invalid_metric_is_shown_but_not_ranked_only_with_a_matching_meta_jso
     rows = _rows(board)
     blind = [r for r in rows if r["track"] == "shapes" and r["metric"] == "map_blind"]
     assert all(not r["status"].startswith("not ranked: invalid") for r in blind)
+    assert not (board / "site" / "metrics.html").exists()  # no report cards from a meta.json that does not match
     assert any(r["rank"] for r in blind)  # ranked again, and in the family rank
     ungated = {r["explainer"]: float(r["value"]) for r in rows if r["metric"] == "rank:alignment"}
     assert ungated != {x: float(rank) for x, rank in iou.items()}

@@ -89,6 +89,8 @@ def test_meta_on_shapes_finds_the_alignment_metrics_valid_and_the_planted_one_in
     data = json.loads(result.json_path.read_text())
     assert data["provenance"]["submissions"].keys() == {"center.json", "gradient.json", "oracle.json", "random.json"}
     assert data["provenance"]["records"].keys() == {"shapes.jsonl"}
+    site = tmp_path / "out" / "leaderboard" / "site" / "metrics.html"  # meta republishes the run's board
+    assert 'id="card-shapes-map_blind"' in site.read_text()
     frame = xaibench.results.meta(result.csv_path.parent)
     row = frame[(frame["metric"] == "map_blind") & (frame["test"] == "ladder")].iloc[0]
     assert row["verdict"].startswith("invalid") and row["ci_low"] <= 0 <= row["ci_high"]

@@ -517,6 +517,13 @@ def meta(
     result = meta_of_submissions(
         results.submissions_dir, target, seed=seed, records=records, tracks=ran, validity=validity, ceilings=ceilings
     )
+    if results.leaderboard_dir is not None:  # the run's leaderboard again, now gated, with the metrics page
+        with_site = results.site_dir is not None
+        published = publish_leaderboard(
+            results.submissions_dir, results.leaderboard_dir, with_site=with_site, meta=result.json_path
+        )
+        results.published, results.leaderboard_files = published, published.files
+        results.site_dir = published.site_dir
     return MetaResults(result.tracks, result.json_path, result.csv_path, results)
 
 

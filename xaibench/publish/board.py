@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from xaibench.publish.gate import Gate, read_gate
 from xaibench.publish.leaderboard import (
@@ -62,6 +63,9 @@ class Leaderboard:
     """Board-level notes, e.g. which submission superseded which."""
     warnings: dict[str, list[str]] = field(default_factory=dict)
     """track -> warning lines about its numbers (a model at chance: :func:`track_warnings`)."""
+    meta: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The ``meta.json`` of ``xaibench meta`` applied to this board (:mod:`xaibench.publish.gate`),
+    ``None`` when none matched: the site's metrics page shows it."""
     submissions: tuple[Submission, ...] = field(default=(), repr=False, compare=False)
     """The submissions the board was built from, as read (superseded tracks included)."""
 
@@ -93,6 +97,7 @@ def build_board(
     gate = gate or Gate()
     if gate.note is not None:
         board.notes.append(gate.note)
+    board.meta = gate.data
     by_track: dict[str, list[Entry]] = defaultdict(list)
     for e in entries_from_submissions(subs):
         by_track[e.track].append(e)

@@ -29,6 +29,7 @@ class Gate:
 
     statuses: dict[tuple[str, str], str] = field(default_factory=dict)
     note: str | None = None
+    data: dict[str, Any] | None = None  # the meta.json applied (the site's metrics page shows it)
 
     def for_track(self, track: str) -> dict[str, str]:
         """Metric -> "not ranked: invalid ..." status on ``track``."""
@@ -70,4 +71,4 @@ def read_gate(path: Path | None, submissions: Sequence[Submission]) -> Gate:
             if isinstance(card, dict) and card.get("verdict") == "invalid":
                 statuses[(str(track), str(metric))] = invalid_status(card)
     shown = f"{len(statuses)} metric(s) not ranked as invalid" if statuses else "no metric found invalid"
-    return Gate(statuses, note=f"meta-evaluation {path} applied: {shown}")
+    return Gate(statuses, note=f"meta-evaluation {path} applied: {shown}", data=data)

@@ -42,6 +42,7 @@ from xaibench.site.submitted import Submitted, submitted
 from xaibench.site.views.cells import all_flags, board_rules, verification_view
 from xaibench.site.views.correlations import correlation_view
 from xaibench.site.views.explainers import explainer_tracks
+from xaibench.site.views.meta import meta_tracks
 from xaibench.site.views.methodology import methodology
 from xaibench.site.views.overview import overview
 from xaibench.site.views.tracks import track_view
@@ -120,7 +121,12 @@ def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_
     """Every page of the site: the overview, methodology and correlations, one page per submission."""
     by_key = {s.key: s for s in subs}
     rules = board_rules(board)
-    common = {"subs": subs, "n_subs": len(subs), "files": [(s.slug, s.path.name, s.sha256) for s in subs]}
+    common = {
+        "subs": subs,
+        "n_subs": len(subs),
+        "files": [(s.slug, s.path.name, s.sha256) for s in subs],
+        "has_meta": board.meta is not None,  # the metrics page (xaibench meta's cards) is built
+    }
     names = {s.key: (str(s.data["explainer"].get("name", s.key)), s.name) for s in subs}
     pages = {
         "index.html": Page(
@@ -154,6 +160,10 @@ def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_
             },
         ),
     }
+    if board.meta is not None:  # the meta.json of xaibench meta applied to this board
+        pages["metrics.html"] = Page(
+            "metrics.html.j2", {"root": "", "page": "metrics", "meta_tracks": meta_tracks(board), **common}
+        )
     for sub in subs:
         pages[f"explainers/{sub.slug}.html"] = Page(
             "explainer.html.j2",

@@ -1,0 +1,117 @@
+"""The metrics page: meta-evaluation's report cards (``xaibench meta``, docs/meta.md), one per
+metric and track, from the ``meta.json`` applied to the board, with each track's agreement matrix
+as a heat map and the graded-oracle ladder of its ranking alignment metrics as small plots."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from markupsafe import Markup
+
+from xaibench.api import FAMILIES
+from xaibench.publish.board import Leaderboard
+from xaibench.site.charts import Series, curve_chart, heatmap
+
+ANCHORS = {
+    "ladder": "graded-oracle ladder (Tomsett et al. 2020)",
+    "planted-cue": "planted cue (Saliency-Bench's watermark; Adebayo et al. 2018)",
+    "stability": "rank stability (LATEC, Klein et al. 2024)",
+    "agreement": "agreement (MetaQuantus, Hedstrom et al. 2023)",
+}
+
+
+def card_id(track: str, metric: str) -> str:
+    """The anchor of a card on the metrics page (the leaderboard's metric headers link to it)."""
+    return f"card-{track}-{metric}".replace(" ", "-")
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
+        return "n/a"
+    return f"{x:.{digits}g}"
+
+
+def _interval(v: dict[str, Any]) -> str:
+    if v.get("value") is None:
+        return ""
+    low, high = v.get("ci_low"), v.get("ci_high")
+    shown = f" [{_num(low)}, {_num(high)}]" if low is not None and high is not None else ""
+    return f"{v.get('figure')} = {_num(v.get('value'))}{shown}"
+
+
+def _order(item: tuple[str, dict[str, Any]]) -> tuple[int, str]:
+    family = str(item[1].get("family", "other"))
+    return (FAMILIES.index(family) if family in FAMILIES else len(FAMILIES), item[0])  # type: ignore[arg-type]
+
+
+def meta_tracks(board: Leaderboard) -> list[dict[str, Any]]:
+    """One entry per track of the applied ``meta.json``: its cards, heat map and ladder plots."""
+    data = board.meta or {}
+    out = []
+    for track, block in sorted((data.get("tracks") or {}).items()):
+        found = (block.get("metrics") or {}).items()
+        metrics = sorted(((str(k), v) for k, v in found if isinstance(v, dict)), key=_order)
+        cards = []
+        for name, card in metrics:
+            s = card.get("stability") or {}
+            v = card.get("validity") or {}
+            ceiling = card.get("human_ceiling") or {}
+            n_for = s.get("n_for_tau_0.9")
+            cards.append(
+                {
+                    "id": card_id(track, name),
+                    "metric": name,
+                    "family": card.get("family"),
+                    "direction": card.get("direction"),
+                    "verdict": ", ".join([str(card.get("verdict")), *card.get("flags", [])]),
+                    "invalid": card.get("verdict") == "invalid",
+                    "test": ANCHORS.get(str(v.get("test")), v.get("test")) if v.get("test") else "",
+                    "figure": _interval(v),
+                    "mean_tau": _num(s.get("mean_tau"), 2),
+                    "p05_tau": _num(s.get("p05_tau"), 2),
+                    "p_top": _num(s.get("p_top_first"), 2),
+                    "n_for_tau": str(n_for) if n_for is not None else f"> {s.get('n')}",
+                    "ceiling": _num(ceiling.get("value")) if ceiling else "",
+                }
+            )
+        ranking = [name for name, card in metrics if card.get("ranking")]
+        matrix = [[1.0 if a == b else _tau(block, a, b) for b in ranking] for a in ranking]
+        ladders = [
+            _ladder_chart(name, card)
+            for name, card in metrics
+            if card.get("ranking") and (card.get("validity") or {}).get("test") == "ladder"
+        ]
+        means = block.get("agreement_means") or {}
+        out.append(
+            {
+                "track": track,
+                "cards": cards,
+                "heat": heatmap(ranking, matrix, title=f"{track}: Kendall tau between ranking metrics")
+                if len(ranking) > 1
+                else None,
+                "ladders": [c for c in ladders if c is not None],
+                "within": {f: _num(t, 2) for f, t in (means.get("within") or {}).items()},
+                "across": _num(means.get("across"), 2),
+            }
+        )
+    return out
+
+
+def _tau(block: dict[str, Any], a: str, b: str) -> float | None:
+    pair = ((block.get("metrics") or {}).get(a, {}).get("agreement") or {}).get(b) or {}
+    tau = pair.get("tau")
+    return float(tau) if isinstance(tau, (int, float)) and math.isfinite(tau) else None
+
+
+def _ladder_chart(name: str, card: dict[str, Any]) -> Markup | None:
+    details = (card.get("validity") or {}).get("details") or {}
+    levels, means = details.get("levels"), details.get("m")
+    if not (isinstance(levels, list) and isinstance(means, list) and len(levels) == len(means) > 1):
+        return None
+    lo, hi = min(means), max(means)
+    span = (lo - 0.05, hi + 0.05) if hi > lo else (lo - 0.5, lo + 0.5)
+    series = [Series(label=f"{name}: m(a)", x=levels, y=means, main=True)]
+    return curve_chart(
+        series, title=f"{name}: ladder", x_label="noise share a", y_label="m(a)", width=240, height=160, y_range=span
+    )
