@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from xaibench.errors import XaibenchError
+from xaibench.publish.gate import META_SCHEMA, invalid_status
 from xaibench.publish.leaderboard import Entry, perceptual_validity
 
 
@@ -55,8 +56,8 @@ def read_meta(path: Path | None) -> dict[str, Any] | None:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise XaibenchError(f"--meta {path}: cannot be read as JSON ({exc})") from None
-    if not (isinstance(data, dict) and data.get("schema") == "xaibench.meta/1"):
-        raise XaibenchError(f"--meta {path}: not a meta.json of xaibench meta (schema xaibench.meta/1)")
+    if not (isinstance(data, dict) and data.get("schema") == META_SCHEMA):
+        raise XaibenchError(f"--meta {path}: not a meta.json of xaibench meta (schema {META_SCHEMA})")
     return data
 
 
@@ -78,8 +79,5 @@ def objective_status(
             return ObjectiveStatus(label, f"not ranked: {reason}")
     card = ((meta or {}).get("tracks", {}).get(track, {}).get("metrics", {})).get(objective)
     if isinstance(card, dict) and card.get("verdict") == "invalid":
-        v = card.get("validity") or {}
-        value = v.get("value")
-        shown = f"{v.get('figure')} = {value:.3g}" if isinstance(value, (int, float)) else str(v.get("figure"))
-        return ObjectiveStatus(label, f"not ranked: invalid on this track ({v.get('test')}: {shown})")
+        return ObjectiveStatus(label, invalid_status(card))  # the leaderboard's own words
     return ObjectiveStatus(label, "")

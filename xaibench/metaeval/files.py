@@ -21,9 +21,10 @@ from typing import Any
 
 from xaibench.files import write_csv_atomic, write_json_atomic
 from xaibench.metaeval.assess import Card, TrackMeta
+from xaibench.publish.gate import META_SCHEMA
 from xaibench.version import __version__
 
-SCHEMA = "xaibench.meta/1"
+SCHEMA = META_SCHEMA  # what leaderboard build reads (xaibench.publish.gate)
 CSV_FIELDS = ("track", "metric", "test", "figure", "value", "ci_low", "ci_high", "verdict")
 JSON_NAME, CSV_NAME = "meta.json", "meta.csv"
 
