@@ -10,6 +10,7 @@ is gone, and the staging folders (:func:`make_staging_dir`) of dead processes to
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import ctypes
 import errno
@@ -246,3 +247,20 @@ def remove_stale_siblings(target: Path) -> int:
             path.unlink(missing_ok=True)
         cleaned += 1
     return cleaned
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove a folder and everything in it, whatever permissions its contents were left with
+    (a sandboxed process's scratch folder); a folder that is already gone is not an error."""
+
+    def unlock(function: Any, name: str, exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), 0o700)
+            os.chmod(name, 0o700)
+            function(name)
+
+    with contextlib.suppress(OSError):
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=unlock)
+        else:
+            shutil.rmtree(path, onerror=unlock)

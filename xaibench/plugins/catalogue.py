@@ -35,6 +35,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ TIMEOUT_VARIABLE = "XAIBENCH_PLUGIN_TIMEOUT"  # seconds a distribution's probe m
 DEFAULT_TIMEOUT = 120.0
 MAX_DESCRIPTION_BYTES = 8 << 20
 PATH_VARIABLE = "XAIBENCH_PROBE_PATH"  # the runner's sys.path, as JSON, for the probe
+SCRATCH_VARIABLE = "XAIBENCH_PROBE_SCRATCH"  # the probe's scratch folder, made and removed here
 
 # The class attributes a stand-in carries, by kind (those of ``xaibench.api``'s base classes that
 # the runner reads; all of them are data).
@@ -428,6 +430,7 @@ class _Probe:
     process: subprocess.Popen[bytes]
     reader: int
     data: bytearray
+    scratch: str
     open: bool = True
 
 
@@ -444,10 +447,13 @@ def _probe_all(by_distribution: Mapping[str, Sequence[EntryPoint]]) -> dict[str,
         for dist, points in by_distribution.items():
             reader, writer = os.pipe()
             command = [sys.executable, "-m", "xaibench.plugins.probe", str(writer), dist, *[p.name for p in points]]
+            scratch = tempfile.mkdtemp(prefix="xaibench-probe-")
             try:
-                probes.append(_Probe(dist, _start(command, writer, env), reader, bytearray()))
+                process = _start(command, writer, {**env, SCRATCH_VARIABLE: scratch})
+                probes.append(_Probe(dist, process, reader, bytearray(), scratch))
             except BaseException:
                 os.close(reader)
+                files.remove_tree(scratch)
                 raise
             finally:
                 os.close(writer)
@@ -468,6 +474,7 @@ def _probe_all(by_distribution: Mapping[str, Sequence[EntryPoint]]) -> dict[str,
         for probe in probes:
             _kill(probe.process)
             os.close(probe.reader)
+            files.remove_tree(probe.scratch)
 
 
 def _start(command: list[str], writer: int, env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -41,7 +41,8 @@ def main(argv: list[str]) -> int:
     fd, distribution, names = int(argv[0]), argv[1], argv[2:]
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the runner's to handle
-    scratch = tempfile.mkdtemp(prefix="xaibench-probe-")
+    # the catalogue makes the scratch folder and removes it when the probe is done
+    scratch = os.environ.get("XAIBENCH_PROBE_SCRATCH") or tempfile.mkdtemp(prefix="xaibench-probe-")
     os.environ["TMPDIR"] = tempfile.tempdir = scratch
     path = os.environ.get("XAIBENCH_PROBE_PATH")
     if path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import site
 import subprocess
@@ -17,7 +16,8 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from xaibench.files import remove_tree
 
 
 def exit_reason(code: int | None) -> str:
@@ -35,20 +35,8 @@ def exit_reason(code: int | None) -> str:
 
 def remove_scratch(scratch: str | None) -> None:
     """Remove a worker's scratch folder, whatever permissions it left on what it made there."""
-    if scratch is None:
-        return
-
-    def unlock(function: Any, path: str, exc: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            function(path)
-
-    with contextlib.suppress(OSError):
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(scratch, onexc=unlock)
-        else:
-            shutil.rmtree(scratch, onerror=unlock)
+    if scratch is not None:
+        remove_tree(scratch)
 
 
 class OutputForwarder:
