@@ -14,7 +14,14 @@ import torch
 from xaibench.api import ForwardCounter, GroundTruth, Metric, Sample, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry
-from xaibench.runner.estimate import EXPLANATION_COST, UNKNOWN_COST, duration, estimate, metric_cost
+from xaibench.runner.estimate import (
+    EXPLANATION_COST,
+    UNKNOWN_COST,
+    duration,
+    estimate,
+    metric_cost,
+    metrics_cost,
+)
 from xaibench.runner.run import Runner
 from xaibench.suites.adhoc import adhoc_track
 from xaibench.suites.metric_selection import check_selectors, resolve_metrics, select_metrics, track_has_masks
@@ -122,6 +129,18 @@ def test_estimate_arithmetic(registry: Registry) -> None:
         "~1312 forward passes at 40 images/s)"
     )
     assert estimate([deletion], [0, 0], 40.0).forward_passes == 0.0
+
+
+def test_the_robustness_members_pass_is_counted_once(registry: Registry) -> None:
+    track = TrackSpec(name="t", dataset="d", model="m", metric_params={"avg_sensitivity": {"n": 4}})
+    max_s, avg_s, lipschitz = resolve_metrics(
+        registry, track, ["max_sensitivity", "avg_sensitivity", "local_lipschitz_estimate"]
+    )
+    one = metric_cost(max_s)
+    assert one == 11 * EXPLANATION_COST  # n = 10 perturbed inputs, each explained, and the clean one
+    # max_sensitivity and local_lipschitz_estimate share (n=10, radius=0.02); avg_sensitivity (n=4) has its own
+    assert metrics_cost([max_s, lipschitz]) == one
+    assert metrics_cost([max_s, avg_s, lipschitz]) == one + metric_cost(avg_s) == one + 5 * EXPLANATION_COST
 
 
 @pytest.mark.parametrize(

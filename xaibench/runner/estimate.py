@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from xaibench.api import Metric
 from xaibench.runner.track import TrackContext
@@ -48,6 +49,30 @@ def metric_cost(metric: Metric) -> float:
     if metric.family in ("alignment", "perceptual") or metric.name == "average_drop":
         return 1.0  # a clean or masked forward at most (PASTA's encoder: one image)
     return UNKNOWN_COST
+
+
+def shared_pass(metric: Metric) -> tuple[Any, ...] | None:
+    """The key of a perturbation pass ``metric`` shares with others of a batch, or ``None``: the
+    robustness family's members with the same ``(n, radius)`` share one pass (DESIGN 3b;
+    :mod:`xaibench.metrics.robustness.context`), whose cost is counted once."""
+    if metric.family != "robustness":
+        return None
+    params = dict(metric.params)
+    return ("robustness", params.get("n"), params.get("radius"))
+
+
+def metrics_cost(metrics: Sequence[Metric]) -> float:
+    """Forward-pass equivalents per sample of all of ``metrics``, a shared pass counted once."""
+    seen: set[tuple[Any, ...]] = set()
+    total = 0.0
+    for metric in metrics:
+        key = shared_pass(metric)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        total += metric_cost(metric)
+    return total
 
 
 @dataclass(frozen=True)
@@ -81,7 +106,7 @@ def estimate(
     """The work of scoring ``metrics`` for explainers that have ``samples[i]`` samples to do each
     (0: nothing left, e.g. resumed): per (explainer, sample) one explanation (when ``explain``)
     plus the cost of every metric."""
-    per_sample = sum(metric_cost(m) for m in metrics) + (EXPLANATION_COST if explain else 0.0)
+    per_sample = metrics_cost(metrics) + (EXPLANATION_COST if explain else 0.0)
     todo = [n for n in samples if n > 0]
     return Estimate(len(metrics), len(todo), max(todo, default=0), sum(todo) * per_sample, images_per_second)
 
