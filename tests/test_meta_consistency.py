@@ -75,6 +75,11 @@ def test_mc_is_the_mean_of_the_four_figures() -> None:
     assert (c.iac_nr, c.iec_nr, c.iec_ar) == (1.0, 1.0, 1.0)
     assert c.iac_ar == pytest.approx(0.75)
     assert c.mc == pytest.approx((1 + 1 + 1 + 0.75) / 4)
+    # an n/a (NaN) score under a draw leaves that sample out of that draw only
+    with_na = q_hat - 1.0
+    with_na[0, 1, 2] = np.nan
+    c2 = consistency("model", "higher", Q_STAR, (0.01, q_hat, none_changed), (1.0, with_na, all_changed))
+    assert c2.iec_ar == 1.0  # the other 2 samples of draw 0, and all 3 of the others, got worse
 
 
 def test_pick_level_takes_the_largest_minor_and_the_smallest_disruptive_strength() -> None:
@@ -153,7 +158,7 @@ def mc_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     out = tmp_path_factory.mktemp("mc")
     result = xaibench.meta(
-        "gradient,random,center",
+        "gradient,gradcam,random,center",  # gradcam: constant maps (n/a) on some disrupted draws
         suite="default",
         tracks="shapes",
         metrics="mae,iou",
@@ -204,8 +209,8 @@ def test_mc_agrees_with_metaquantus_on_the_same_scores_draws_and_samples(mc_run:
     star = values(frame, "shapes")
     ids = [s for s in plan.sample_ids if all(not math.isnan(star[x][s]) for x in explainers)]
     perturbed = {key: values(meta_frame, s.name) for key, s in plan.specs.items()}
-    ids = [s for s in ids if all(not math.isnan(p[x][s]) for p in perturbed.values() for x in explainers)]
     assert len(ids) == ours["samples"] >= 8
+    assert any(math.isnan(v) for p in perturbed.values() for x in explainers for v in p[x].values())  # n/a seen
     keep = [plan.sample_ids.index(s) for s in ids]
 
     suite = {name: None for name in TESTS.values()}
@@ -216,11 +221,12 @@ def test_mc_agrees_with_metaquantus_on_the_same_scores_draws_and_samples(mc_run:
     for (kind, short), name in TESTS.items():
         level = MINOR if short == "nr" else DISRUPTIVE
         changed = plan.changed[(kind, level)][:, keep]
+        scores = {x: np.array([[perturbed[(kind, level, k)][x][s] for s in ids] for k in range(5)]) for x in explainers}
+        # a sample some explainer has no score for (n/a) under a draw is not concerned by that draw
+        scored = np.all([np.isfinite(scores[x]) for x in explainers], axis=0)
         evaluation.results_eval_scores[name] = {x: np.array([star[x][s] for s in ids]) for x in explainers}
-        evaluation.results_eval_scores_perturbed[name] = {
-            0: {x: np.array([[perturbed[(kind, level, k)][x][s] for s in ids] for k in range(5)]) for x in explainers}
-        }
-        evaluation.results_indices_perturbed[name] = {0: ~changed if short == "nr" else changed}
+        evaluation.results_eval_scores_perturbed[name] = {0: scores}
+        evaluation.results_indices_perturbed[name] = {0: (~changed if short == "nr" else changed) & scored}
     evaluation.run_intra_analysis()
     evaluation.run_inter_analysis(score_direction="lower")  # mae: lower is better
     theirs = evaluation.run_meta_consistency_analysis()

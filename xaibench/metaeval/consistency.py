@@ -172,6 +172,12 @@ class MetaConsistency:
         }
 
 
+def concerned(indices: np.ndarray, q_hats: np.ndarray) -> np.ndarray:
+    """``indices`` ``(K, N)`` less, per draw, the samples where some explainer has no perturbed
+    score (n/a, NaN: e.g. a CAM that returns a constant map on a disrupted model)."""
+    return indices & np.isfinite(q_hats).all(axis=1)
+
+
 def consistency(
     kind: str,
     direction: str,
@@ -181,16 +187,18 @@ def consistency(
 ) -> Consistency:
     """The figures of one kind of perturbation. ``q_star``: unperturbed scores ``(L, N)`` in the
     metric's own units; ``minor`` and ``disruptive``: ``(sigma, q_hats (K, L, N), changed (K, N))``,
-    ``changed`` true where the draw changed the sample's prediction."""
+    ``changed`` true where the draw changed the sample's prediction; a NaN in ``q_hats`` (n/a)
+    leaves that sample out of that draw (:func:`concerned`)."""
     s_minor, q_minor, changed_minor = minor
     s_disr, q_disr, changed_disr = disruptive
-    unchanged = ~changed_minor
+    unchanged = concerned(~changed_minor, q_minor)
+    changed = concerned(changed_disr, q_disr)
     return Consistency(
         kind=kind,
         iac_nr=iac(q_star, q_minor, unchanged, adversary=False),
-        iac_ar=iac(q_star, q_disr, changed_disr, adversary=True),
+        iac_ar=iac(q_star, q_disr, changed, adversary=True),
         iec_nr=iec_resilience(q_star, q_minor, unchanged),
-        iec_ar=iec_adversary(q_star, q_disr, changed_disr, direction),
+        iec_ar=iec_adversary(q_star, q_disr, changed, direction),
         sigma_minor=s_minor,
         sigma_disruptive=s_disr,
         changed_minor=float(changed_minor.mean()),

@@ -21,6 +21,7 @@ Draw k of kind ``model``/``input`` on a track is seeded ``derive_seed(seed, "met
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -178,6 +179,11 @@ def _perturbed_values(
     return out
 
 
+def _value(table: Mapping[str, Mapping[str, float | None]], explainer: str, sample: str) -> float:
+    value = table.get(explainer, {}).get(sample)
+    return math.nan if value is None else float(value)
+
+
 def assess_consistency(
     plan: Plan,
     unperturbed: Unperturbed,
@@ -194,15 +200,14 @@ def assess_consistency(
         result.reason = "fewer than 2 explainers to rank"
         return result
 
-    def has_all(sample: str) -> bool:
-        tables = [unperturbed.values, *perturbed.values()]
-        return all(t.get(x, {}).get(sample) is not None for t in tables for x in explainers)
+    def scored(sample: str) -> bool:  # by every explainer, unperturbed (a draw's n/a leaves it out of that draw)
+        return all(unperturbed.values.get(x, {}).get(sample) is not None for x in explainers)
 
-    keep = [i for i, s in enumerate(plan.sample_ids) if has_all(s)]
+    keep = [i for i, s in enumerate(plan.sample_ids) if scored(s)]
     ids = [plan.sample_ids[i] for i in keep]
     result.sample_ids = ids
     if len(ids) < 2:
-        result.reason = "fewer than 2 samples with a value for every explainer and draw"
+        result.reason = "fewer than 2 samples with a value for every explainer"
         return result
     q_star = np.array([[unperturbed.values[x][s] for s in ids] for x in explainers], dtype=np.float64)
     for kind in KINDS:
@@ -210,10 +215,8 @@ def assess_consistency(
             continue
         levels = {}
         for level in (MINOR, DISRUPTIVE):
-            q_hats = np.array(
-                [[[perturbed[(kind, level, k)][x][s] for s in ids] for x in explainers] for k in range(DRAWS)],
-                dtype=np.float64,
-            )
+            tables = [perturbed.get((kind, level, k), {}) for k in range(DRAWS)]
+            q_hats = np.array([[[_value(t, x, s) for s in ids] for x in explainers] for t in tables], dtype=np.float64)
             levels[level] = (plan.sigmas[(kind, level)], q_hats, plan.changed[(kind, level)][:, keep])
         figures = consistency(kind, unperturbed.direction, q_star, levels[MINOR], levels[DISRUPTIVE])
         figures.changed_minor = float(plan.changed[(kind, MINOR)].mean())  # over every sample, as calibrated
