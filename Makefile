@@ -24,7 +24,9 @@ browser:
 
 # imgaug is installed only for its files, the `photos` dataset's quokka and its polygon (never
 # imported: imgaug 0.4.0 does not import under NumPy 2); --no-deps keeps out opencv, matplotlib
-# and Shapely. Every pyproject sets package-dir "" = ".", so editable installs are a plain .pth
+# and Shapely. metaquantus (the reference tests/test_meta_consistency.py compares MC with) goes
+# into its own folder, never site-packages: its wheel also installs a top-level `tests` package,
+# `Icon` and `.DS_Store` files, and cannot be uninstalled by pip. Every pyproject sets package-dir "" = ".", so editable installs are a plain .pth
 # and setuptools prints no warning.
 $(VENV)/.installed: pyproject.toml $(PLUGINS) requirements-torch.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,6 +34,7 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS) requirements-torch.txt
 	$(PY) -m pip install --quiet -r requirements-torch.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e '.[test,lint,clip,ray,hf]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	$(PY) -m pip install --quiet --no-deps imgaug==0.4.0
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/metaquantus metaquantus==0.0.5
 	touch $@
 
 demo: install

@@ -976,6 +976,14 @@ def select_(ctx: click.Context, explainers: tuple[str, ...], grid: tuple[str, ..
     "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder for meta.json/csv."
 )
 @click.option("--seed", default=0, show_default=True, help="Seed of the run and of every resample.")
+@click.option(
+    "--consistency",
+    type=click.Choice(["synthetic", "all", "none"]),
+    default="synthetic",
+    show_default=True,
+    help="Tracks where noise resilience and adversarial reactivity (IAC, IEC, MC) are measured: 20 perturbed "
+    "re-runs of the track each; 'synthetic' keeps to tracks with a synthetic model, cheap to re-run.",
+)
 @DATA_DIR_OPTION
 @QUIET_OPTION
 def meta_(
@@ -986,11 +994,13 @@ def meta_(
     submissions_dir: Path | None,
     out_dir: Path | None,
     seed: int,
+    consistency: str,
     data_dir: Path | None,
     quiet: bool,
 ) -> None:
     """How far each metric can be trusted on each track (DESIGN 9; docs/meta.md): rank stability
-    under resampling, agreement between metrics, verdicts; writes meta.json and meta.csv."""
+    under resampling, agreement between metrics, noise resilience and adversarial reactivity,
+    verdicts; writes meta.json and meta.csv."""
     from xaibench.python_api import meta
 
     result = meta(
@@ -1002,16 +1012,17 @@ def meta_(
         out=out_dir,
         seed=seed,
         data_dir=data_dir,
+        consistency=consistency,
         progress=not quiet,
     )
-    table = Table("track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9")
+    table = Table("track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9", "MC")
     for track, track_meta in result.tracks.items():
         for name, card in track_meta.cards.items():
             s = card.stability
             n_for = str(s.n_for_tau) if s.n_for_tau is not None else f"> {s.n}"
-            table.add_row(
-                track, name, card.family, card.verdict, _fixed(s.mean_tau), _fixed(s.p05_tau), _fixed(s.p_top), n_for
-            )
+            mc = _fixed(card.consistency.mc) if card.consistency is not None else "-"
+            stability = (_fixed(s.mean_tau), _fixed(s.p05_tau), _fixed(s.p_top), n_for)
+            table.add_row(track, name, card.family, card.verdict, *stability, mc)
     console.print(table)
     console.print(f"wrote {result.json_path} and {result.csv_path}")
 

@@ -453,6 +453,10 @@ def _publish(out: RunResults, submissions: Path, board_dir: Path, *, site: bool,
 # The workdir of meta's own runs (the reference explainers ``ladder`` and ``planted``), inside the
 # run's: their records, summary and cache stay apart from the run they assess.
 META_WORKDIR = "meta"
+CONSISTENCY_CHOICES = ("synthetic", "all", "none")
+RUN_CONFIG_OPTIONS = (
+    *("batch_size", "threads", "executor", "workers", "ray_address", "device", "timeout", "progress", "cache"),
+)
 
 
 @dataclass
@@ -476,6 +480,7 @@ def meta(
     out: str | Path | None = None,
     seed: int = 0,
     data_dir: str | Path | None = None,
+    consistency: str = "synthetic",
     **run_options: Any,
 ) -> MetaResults:
     """Meta-evaluation (DESIGN 9, ``xaibench meta``): how far each metric can be trusted on each
@@ -484,7 +489,9 @@ def meta(
     :func:`run` does, writing into ``output_path`` (required then; the cache and records of an
     earlier run there are reused), and assesses that run's tracks. ``meta.json`` and ``meta.csv``
     go to ``out`` (default ``<output_path>/meta``, else ``<submissions>/../meta``). ``run_options``
-    are :func:`run`'s other arguments."""
+    are :func:`run`'s other arguments. ``consistency``: the tracks where noise resilience and
+    adversarial reactivity (IAC, IEC, MC) are measured, through perturbed runs: ``synthetic`` (the
+    default: tracks with a synthetic model, cheap to re-run twenty times), ``all`` or ``none``."""
     from xaibench.errors import XaibenchError
     from xaibench.metaeval.submissions import meta_of_submissions
 
@@ -493,6 +500,8 @@ def meta(
         target = Path(out) if out is not None else folder.parent / "meta"
         result = meta_of_submissions(folder, target, seed=seed, tracks=_names(tracks, "tracks") or None)
         return MetaResults(result.tracks, result.json_path, result.csv_path)
+    if consistency not in CONSISTENCY_CHOICES:
+        raise XaibenchError(f"meta: consistency must be one of {', '.join(CONSISTENCY_CHOICES)}, not {consistency!r}")
     if output_path is None and submissions is None:
         raise XaibenchError("meta: give output_path (where the run writes) or submissions (a folder to assess)")
     results = run(
@@ -513,9 +522,17 @@ def meta(
     validity = _ladder(results, ran, suite or "default", seed, output_path, data_dir, run_options)
     validity.update(_planted_cue(results, ran, suite or "default", seed, output_path, data_dir, run_options))
     ceilings = _human_ceilings(results, ran, suite or "default", seed, data_dir, run_options)
+    mc = _consistency(results, ran, suite or "default", seed, data_dir, run_options, consistency)
     records = sorted((results.workdir / "results").glob("*.jsonl"))
     result = meta_of_submissions(
-        results.submissions_dir, target, seed=seed, records=records, tracks=ran, validity=validity, ceilings=ceilings
+        results.submissions_dir,
+        target,
+        seed=seed,
+        records=records,
+        tracks=ran,
+        validity=validity,
+        ceilings=ceilings,
+        consistency=mc,
     )
     if results.leaderboard_dir is not None:  # the run's leaderboard again, now gated, with the metrics page
         with_site = results.site_dir is not None
@@ -713,3 +730,56 @@ def _human_ceilings(
             for metric, value in ceiling.items():
                 out[(spec.name, metric)] = value
     return out
+
+
+def _consistency(
+    results: RunResults,
+    tracks: list[str],
+    suite: str | Path,
+    seed: int,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+    which: str,
+) -> dict[tuple[str, str], Any]:
+    """Noise resilience and adversarial reactivity (:mod:`xaibench.metaeval.consistency_runs`) of
+    the ranking metrics of the alignment and faithfulness families on the run's tracks that
+    ``which`` selects, from the run's submissions and perturbed runs into ``<workdir>/meta``."""
+    from xaibench.metaeval.consistency_runs import FAMILIES, Unperturbed, meta_consistency
+    from xaibench.plugins.manager import get_registry
+    from xaibench.publish.leaderboard import entries_from_submissions, resolve_duplicates
+    from xaibench.publish.submission import read_submissions
+    from xaibench.runner.config import data_dir as data_dir_set
+    from xaibench.runner.run import resolve_tracks
+
+    if which == "none" or results.submissions_dir is None:
+        return {}
+    registry = get_registry()
+    kept, _ = resolve_duplicates(read_submissions(results.submissions_dir))
+    explainers = {
+        s.key: (str(s.data["explainer"]["name"]), dict(s.data["explainer"].get("params") or {}))
+        for s in kept
+        if not s.data.get("explainer", {}).get("reference_only")
+    }
+    unperturbed: dict[tuple[str, str], Unperturbed] = {}
+    for e in entries_from_submissions(kept):
+        if e.explainer in explainers and e.track in tracks and e.family in FAMILIES and e.ranking and e.samples:
+            unperturbed.setdefault((e.track, e.metric), Unperturbed(e.direction, {})).values[e.explainer] = e.samples
+    options = {k: v for k, v in run_options.items() if k in RUN_CONFIG_OPTIONS}
+    with data_dir_set(data_dir):
+        specs = [
+            s
+            for s in resolve_tracks(registry, str(suite), sorted({t for t, _ in unperturbed}))
+            if which == "all" or s.synthetic
+        ]
+        if not specs:
+            return {}
+        return meta_consistency(
+            registry,
+            specs,
+            {k: v for k, v in unperturbed.items() if k[0] in {s.name for s in specs}},
+            explainers,
+            seed=seed,
+            limit=run_options.get("limit"),
+            workdir=results.workdir / META_WORKDIR,
+            run_options=options,
+        )

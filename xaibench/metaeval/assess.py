@@ -60,6 +60,7 @@ class Card:
     agreement: dict[str, Agreement] = field(default_factory=dict)
     validity: Validity = field(default_factory=Validity)
     ceiling: Any = None  # the human ceiling (xaibench.metaeval.ceiling.Ceiling) where the track has one
+    consistency: Any = None  # IAC, IEC, MC (xaibench.metaeval.consistency.MetaConsistency) where measured
 
     @property
     def flags(self) -> list[str]:

@@ -70,6 +70,7 @@ def card_json(card: Card) -> dict[str, Any]:
             for other, a in sorted(card.agreement.items())
         },
         **({"human_ceiling": _ceiling_json(card.ceiling)} if card.ceiling is not None else {}),
+        **({"consistency": card.consistency.as_json()} if card.consistency is not None else {}),
     }
 
 
@@ -129,6 +130,15 @@ def _figures(card: Card) -> Iterator[tuple[str, str, Any, Any, Any]]:
         yield "human-ceiling", "ceiling", card.ceiling.value, None, None
         for explainer, fraction in sorted(card.ceiling.fractions.items()):
             yield "human-ceiling", f"fraction:{explainer}", fraction, None, None
+    if card.consistency is not None:
+        mc = card.consistency
+        yield "consistency", "mc", mc.mc, None, None
+        for kind, c in sorted(mc.kinds.items()):
+            for figure in ("iac_nr", "iac_ar", "iec_nr", "iec_ar"):
+                yield "consistency", f"{figure}:{kind}", getattr(c, figure), None, None
+            yield "consistency", f"mc:{kind}", c.mc, None, None
+            yield "consistency", f"sigma_minor:{kind}", c.sigma_minor, None, None
+            yield "consistency", f"sigma_disruptive:{kind}", c.sigma_disruptive, None, None
 
 
 def write_meta(

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from xaibench.api import Model, Register
-from xaibench.models.efficientnet_lite import EfficientNetLite0
-from xaibench.models.shapes_cbm import ShapesCBM
-from xaibench.models.shapes_cnn import ShapesCNN
-from xaibench.models.timm_model import TimmModel
+from xaibench.models.builtin import MODELS as BASE_MODELS
+from xaibench.models.perturbed import WeightNoiseModel
 from xaibench.plugins.hookspecs import hookimpl
 
-MODELS: list[type[Model]] = [ShapesCNN, ShapesCBM, EfficientNetLite0, TimmModel]
+MODELS: list[type[Model]] = [*BASE_MODELS, WeightNoiseModel]
 
 
 @hookimpl

@@ -10,6 +10,7 @@ from typing import Any
 from markupsafe import Markup
 
 from xaibench.api import FAMILIES
+from xaibench.metaeval.consistency import FIGURES
 from xaibench.publish.board import Leaderboard
 from xaibench.site.charts import Series, curve_chart, heatmap
 
@@ -73,6 +74,7 @@ def meta_tracks(board: Leaderboard) -> list[dict[str, Any]]:
                     "p_top": _num(s.get("p_top_first"), 2),
                     "n_for_tau": str(n_for) if n_for is not None else f"> {s.get('n')}",
                     "ceiling": _num(ceiling.get("value")) if ceiling else "",
+                    **_consistency(card.get("consistency")),
                 }
             )
         ranking = [name for name, card in metrics if card.get("ranking")]
@@ -115,3 +117,18 @@ def _ladder_chart(name: str, card: dict[str, Any]) -> Markup | None:
     return curve_chart(
         series, title=f"{name}: ladder", x_label="noise share a", y_label="m(a)", width=240, height=160, y_range=span
     )
+
+
+def _consistency(block: Any) -> dict[str, str]:
+    """The MC cell of a card (higher is better, in [0, 1]) and its details: IAC and IEC of each
+    kind of perturbation, with the strengths used."""
+    if not isinstance(block, dict):
+        return {"mc": "", "mc_detail": ""}
+    parts = []
+    for kind, f in sorted((block.get("kinds") or {}).items()):
+        if isinstance(f, dict):
+            figures = ", ".join(f"{k.upper().replace('_', ' ')} {_num(f.get(k), 2)}" for k in FIGURES)
+            parts.append(f"{kind} (sigma {_num(f.get('sigma_minor'))} / {_num(f.get('sigma_disruptive'))}): {figures}")
+    if block.get("reason"):
+        parts.append(str(block["reason"]))
+    return {"mc": _num(block.get("mc"), 2), "mc_detail": "; ".join(parts)}
