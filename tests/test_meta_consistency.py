@@ -181,6 +181,9 @@ def test_meta_reports_iac_iec_and_mc_for_both_kinds_of_perturbation(mc_run: dict
     assert mc["mc"] == pytest.approx(np.mean([k["mc"] for k in mc["kinds"].values()]), abs=1e-6)
     rows = (mc_run["out"] / "meta" / "meta.csv").read_text().splitlines()
     assert any(r.startswith("shapes,mae,consistency,mc,") for r in rows)
+    page = (mc_run["out"] / "leaderboard" / "site" / "metrics.html").read_text()
+    card = page[page.index('id="card-shapes-mae"') :].split("</tr>")[0]
+    assert '<details class="mc"><summary>' in card and "IAC NR" in card and "IEC AR" in card
 
 
 def test_mc_agrees_with_metaquantus_on_the_same_scores_draws_and_samples(mc_run: dict) -> None:
