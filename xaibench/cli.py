@@ -976,6 +976,11 @@ def select_(ctx: click.Context, explainers: tuple[str, ...], grid: tuple[str, ..
     "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder for meta.json/csv."
 )
 @click.option("--seed", default=0, show_default=True, help="Seed of the run and of every resample.")
+@click.option(
+    "--no-protocol",
+    is_flag=True,
+    help="Skip protocol sensitivity (each ranking metric re-scored under its documented settings).",
+)
 @DATA_DIR_OPTION
 @QUIET_OPTION
 def meta_(
@@ -986,6 +991,7 @@ def meta_(
     submissions_dir: Path | None,
     out_dir: Path | None,
     seed: int,
+    no_protocol: bool,
     data_dir: Path | None,
     quiet: bool,
 ) -> None:
@@ -1003,6 +1009,7 @@ def meta_(
         seed=seed,
         data_dir=data_dir,
         progress=not quiet,
+        protocol=not no_protocol,
     )
     table = Table("track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9")
     for track, track_meta in result.tracks.items():

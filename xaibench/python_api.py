@@ -476,6 +476,7 @@ def meta(
     out: str | Path | None = None,
     seed: int = 0,
     data_dir: str | Path | None = None,
+    protocol: bool = True,
     **run_options: Any,
 ) -> MetaResults:
     """Meta-evaluation (DESIGN 9, ``xaibench meta``): how far each metric can be trusted on each
@@ -483,8 +484,10 @@ def meta(
     are. Otherwise it first runs ``explainers`` on ``suite`` (default ``"default"``) as
     :func:`run` does, writing into ``output_path`` (required then; the cache and records of an
     earlier run there are reused), and assesses that run's tracks. ``meta.json`` and ``meta.csv``
-    go to ``out`` (default ``<output_path>/meta``, else ``<submissions>/../meta``). ``run_options``
-    are :func:`run`'s other arguments."""
+    go to ``out`` (default ``<output_path>/meta``, else ``<submissions>/../meta``). ``protocol``:
+    also measure protocol sensitivity (each ranking metric's documented settings run again,
+    :mod:`xaibench.applications.meta_protocol`; ``False``: skipped). ``run_options`` are
+    :func:`run`'s other arguments."""
     from xaibench.errors import XaibenchError
     from xaibench.metaeval.submissions import meta_of_submissions
 
@@ -513,9 +516,17 @@ def meta(
     validity = _ladder(results, ran, suite or "default", seed, output_path, data_dir, run_options)
     validity.update(_planted_cue(results, ran, suite or "default", seed, output_path, data_dir, run_options))
     ceilings = _human_ceilings(results, ran, suite or "default", seed, data_dir, run_options)
+    sensitivity = _protocol(results, ran, suite or "default", seed, data_dir, run_options) if protocol else None
     records = sorted((results.workdir / "results").glob("*.jsonl"))
     result = meta_of_submissions(
-        results.submissions_dir, target, seed=seed, records=records, tracks=ran, validity=validity, ceilings=ceilings
+        results.submissions_dir,
+        target,
+        seed=seed,
+        records=records,
+        tracks=ran,
+        validity=validity,
+        ceilings=ceilings,
+        protocol=sensitivity,
     )
     if results.leaderboard_dir is not None:  # the run's leaderboard again, now gated, with the metrics page
         with_site = results.site_dir is not None
@@ -674,6 +685,29 @@ def _planted_cue(
         )
         for (track, metric), (direction, values) in scored.items()
     }
+
+
+def _protocol(
+    results: RunResults,
+    tracks: list[str],
+    suite: str | Path,
+    seed: int,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+) -> dict[tuple[str, str], Any]:
+    """Protocol sensitivity (:mod:`xaibench.applications.meta_protocol`) of the run's ranking metrics."""
+    from xaibench.applications.meta_protocol import protocol_runs
+    from xaibench.plugins.manager import get_registry
+    from xaibench.runner.config import data_dir as data_dir_set
+    from xaibench.runner.run import resolve_tracks
+
+    registry = get_registry()
+    suite_name, given = suite_tracks(str(suite), None, None)
+    with data_dir_set(data_dir):
+        specs = resolve_tracks(registry, suite_name, tracks, given)
+        return protocol_runs(
+            registry, results.records, specs, workdir=results.workdir, suite=suite_name, seed=seed, options=run_options
+        )
 
 
 def _human_ceilings(

@@ -60,6 +60,7 @@ class Card:
     agreement: dict[str, Agreement] = field(default_factory=dict)
     validity: Validity = field(default_factory=Validity)
     ceiling: Any = None  # the human ceiling (xaibench.metaeval.ceiling.Ceiling) where the track has one
+    protocol: Any = None  # the protocol sensitivity (xaibench.metaeval.protocol.Protocol) where measured
 
     @property
     def flags(self) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from xaibench.metaeval.assess import TrackMeta, Validity, assess
 from xaibench.metaeval.ceiling import Ceiling, fractions
 from xaibench.metaeval.files import digests, write_meta
+from xaibench.metaeval.protocol import Protocol
 from xaibench.publish.leaderboard import entries_from_submissions, resolve_duplicates
 from xaibench.publish.submission import read_submissions
 
@@ -31,6 +32,7 @@ def meta_of_submissions(
     tracks: Iterable[str] | None = None,
     validity: Mapping[tuple[str, str], Validity] | None = None,
     ceilings: Mapping[tuple[str, str], Ceiling] | None = None,
+    protocol: Mapping[tuple[str, str], Protocol] | None = None,
 ) -> MetaResult:
     """Assess every (track, metric) of the submissions in ``folder`` (the leaderboard's input:
     duplicates resolved as it resolves them, reference-only explainers left out) and write
@@ -38,7 +40,8 @@ def meta_of_submissions(
     ``records`` files (a workdir's ``results/*.jsonl``) used. ``tracks``: only these; ``validity``:
     the validity tests' outcomes by (track, metric) (:mod:`xaibench.metaeval.ladder`); ``ceilings``:
     the human ceilings by (track, metric) (:mod:`xaibench.metaeval.ceiling`), each explainer's mean
-    then reported as a fraction of it."""
+    then reported as a fraction of it; ``protocol``: the protocol sensitivity by (track, metric)
+    (:mod:`xaibench.metaeval.protocol`)."""
     loaded = read_submissions(folder)
     kept, _ = resolve_duplicates(loaded)
     reference = {s.key for s in kept if bool(s.data.get("explainer", {}).get("reference_only"))}
@@ -52,6 +55,10 @@ def meta_of_submissions(
         means = [(e.explainer, e.value) for e in entries if e.track == track and e.metric == metric]
         ceiling.fractions = fractions(ceiling, card.direction, [m for m in means if m[0] not in reference])
         card.ceiling = ceiling
+    for (track, metric), sensitivity in (protocol or {}).items():
+        card = result[track].cards.get(metric) if track in result else None
+        if card is not None:
+            card.protocol = sensitivity
     json_path, csv_path = write_meta(
         out, result, seed=seed, submissions=digests(s.path for s in loaded), records=digests(records)
     )
