@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import xaibench
+from xaibench.cli import main
 from xaibench.metaeval.protocol import (
     MAX_SETTINGS,
     NO_SETTINGS,
@@ -151,3 +152,41 @@ def test_meta_runs_each_setting_from_the_cache_and_reports_the_cherry_pick_count
     assert again.tracks["shapes"].cards["deletion"].protocol is None
     assert "protocol" not in json.loads(again.json_path.read_text())["tracks"]["shapes"]["metrics"]["deletion"]
     assert len(xaibench.results.records(out / ".xaibench" / "meta")) == len(meta_records)
+
+
+SUITE = """
+[[tracks]]
+name = "tiny-shapes"
+model = "shapes-cnn"
+model_params = { variant = "shapes" }
+dataset = "shapes"
+metrics = ["deletion"]
+metric_params = { deletion = { steps = 10 } }
+limit = 8
+"""
+
+
+def test_the_command_line_reports_protocol_sensitivity_from_the_track_s_own_settings_and_skips_it_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XAIBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "250")
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    args = ["meta", "--suite", str(suite), "-e", "gradient,random", "--output-path", str(tmp_path / "out"), "-q"]
+
+    def meta(*extra: str) -> tuple[str, dict[str, Any]]:
+        try:
+            main([*args, *extra])
+        except SystemExit as exc:
+            assert not exc.code, capsys.readouterr()
+        text = " ".join(capsys.readouterr().out.split())
+        return text, json.loads((tmp_path / "out" / "meta" / "meta.json").read_text())["tracks"]["tiny-shapes"]
+
+    text, block = meta()
+    protocol = block["metrics"]["deletion"]["protocol"]
+    # the track's own steps = 10 is the default setting: half and double of it
+    assert [s["params"]["steps"] for s in protocol["settings"]] == [5, 20]
+    assert "cherry-pick" in text and "protocol min tau" in text
+    text, block = meta("--no-protocol")
+    assert "protocol" not in block["metrics"]["deletion"] and "cherry-pick" not in text

@@ -1011,14 +1011,18 @@ def meta_(
         progress=not quiet,
         protocol=not no_protocol,
     )
-    table = Table("track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9")
+    columns = ["track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9"]
+    protocol = any(c.protocol is not None for t in result.tracks.values() for c in t.cards.values())
+    table = Table(*columns, *(("protocol min tau", "cherry-pick") if protocol else ()))
     for track, track_meta in result.tracks.items():
         for name, card in track_meta.cards.items():
             s = card.stability
             n_for = str(s.n_for_tau) if s.n_for_tau is not None else f"> {s.n}"
-            table.add_row(
-                track, name, card.family, card.verdict, _fixed(s.mean_tau), _fixed(s.p05_tau), _fixed(s.p_top), n_for
-            )
+            cells = [track, name, card.family, card.verdict, _fixed(s.mean_tau), _fixed(s.p05_tau), _fixed(s.p_top)]
+            p = card.protocol
+            measured = p is not None and not p.reason
+            extra = [] if not protocol else [_fixed(p.min_tau), str(p.cherry_pick)] if measured else ["", ""]
+            table.add_row(*cells, n_for, *extra)
     console.print(table)
     console.print(f"wrote {result.json_path} and {result.csv_path}")
 

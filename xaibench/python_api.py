@@ -644,7 +644,7 @@ def _planted_cue(
     registry = get_registry()
     figures: dict[str, dict[str, float]] = {}
     with data_dir_set(data_dir):
-        specs = [s for s in resolve_tracks(registry, str(suite), sorted(set(faithful["track"])))]
+        specs = resolve_tracks(registry, *_suite(suite, sorted(set(faithful["track"]))))
         for spec in specs:
             track = load_track(spec, registry, limit=run_options.get("limit"))
             if track.model is None or track.forward is None or not any("cue_box" in s.meta for s in track.samples):
@@ -702,12 +702,19 @@ def _protocol(
     from xaibench.runner.run import resolve_tracks
 
     registry = get_registry()
-    suite_name, given = suite_tracks(str(suite), None, None)
+    suite_name, wanted, given = _suite(suite, tracks)
     with data_dir_set(data_dir):
-        specs = resolve_tracks(registry, suite_name, tracks, given)
+        specs = resolve_tracks(registry, suite_name, wanted, given)
         return protocol_runs(
             registry, results.records, specs, workdir=results.workdir, suite=suite_name, seed=seed, options=run_options
         )
+
+
+def _suite(suite: str | Path, tracks: list[str]) -> tuple[str, list[str], list[Any] | None]:
+    """:func:`xaibench.runner.run.resolve_tracks`'s arguments for ``tracks`` of ``suite``, a suite
+    plugin's name or a suite file (whose tracks are read from it)."""
+    name, given = suite_tracks(str(suite), None, None)
+    return name, tracks, given
 
 
 def _human_ceilings(
@@ -729,7 +736,7 @@ def _human_ceilings(
     registry = get_registry()
     out: dict[tuple[str, str], Any] = {}
     with data_dir_set(data_dir):
-        specs = [s for s in resolve_tracks(registry, str(suite), tracks) if s.dataset == DATASET]
+        specs = [s for s in resolve_tracks(registry, *_suite(suite, tracks)) if s.dataset == DATASET]
         if not specs:
             return {}
         frame = records(results.workdir)
