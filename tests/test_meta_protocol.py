@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import xaibench
+from xaibench.applications.meta_protocol import _accepted
 from xaibench.cli import main
 from xaibench.metaeval.protocol import (
     MAX_SETTINGS,
@@ -26,6 +27,7 @@ from xaibench.metaeval.protocol import (
 from xaibench.metrics.faithfulness.curves import Deletion
 from xaibench.metrics.faithfulness.stepwise import PixelFlipping
 from xaibench.params import Param
+from xaibench.plugins import manager
 
 
 class _Documented:
@@ -64,6 +66,13 @@ def test_settings_respect_bounds_the_cap_and_metrics_without_settings() -> None:
     assert len(protocol_settings(many, {"baseline": "b0"})) == MAX_SETTINGS
     assert protocol_settings({"threshold": Param(float, low=0.0, high=1.0)}, {"threshold": 0.5}) == []
     assert protocol_settings(_Documented, {}) == []  # only parameters the metric has are varied
+
+
+def test_a_setting_the_metric_refuses_is_left_out(registry: manager.Registry) -> None:
+    default = dict(PixelFlipping.default_params)
+    assert _accepted(registry, "pixel_flipping", {**default, "baseline": "black"})
+    assert not _accepted(registry, "pixel_flipping", {**default, "baseline": "sky"})
+    assert not _accepted(registry, "pixel_flipping", {**default, "steps": 0})
 
 
 def test_sensitivity_against_hand_computed_taus_and_winners() -> None:

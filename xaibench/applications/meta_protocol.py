@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from xaibench.errors import XaibenchError
 from xaibench.metaeval.protocol import Protocol, protocol_sensitivity, protocol_settings, setting_label
 
 if TYPE_CHECKING:
@@ -43,6 +44,15 @@ def _values(rows: pd.DataFrame, explainers: Sequence[str]) -> tuple[np.ndarray, 
             by[explainer][str(sample)] = float(value)
     ids = sorted(set.intersection(*(set(v) for v in by.values()))) if by else []
     return np.array([[by[x][i] for i in ids] for x in explainers], dtype=np.float64).reshape(len(explainers), -1), ids
+
+
+def _accepted(registry: Registry, metric: str, setting: Mapping[str, Any]) -> bool:
+    """Whether the metric takes ``setting`` (its own checks may refuse a combination of values)."""
+    try:
+        registry.create("metric", metric, **setting)
+    except (XaibenchError, ValueError, TypeError):
+        return False
+    return True
 
 
 def _matches(params: Any, setting: Mapping[str, Any]) -> bool:
@@ -84,7 +94,8 @@ def protocol_runs(
         if not getattr(cls, "ranking", False):
             continue
         default = dict(group["metric_params"].iloc[0] or {})
-        plan[(str(track), str(metric))] = (str(group["direction"].iloc[0]), default, protocol_settings(cls, default))
+        settings = [s for s in protocol_settings(cls, default) if _accepted(registry, str(metric), s)]
+        plan[(str(track), str(metric))] = (str(group["direction"].iloc[0]), default, settings)
     if not plan:
         return {}
     explainer_params = {x: dict(rows.loc[rows["explainer"] == x, "explainer_params"].iloc[0] or {}) for x in explainers}
