@@ -984,6 +984,11 @@ def select_(ctx: click.Context, explainers: tuple[str, ...], grid: tuple[str, ..
     help="Tracks where noise resilience and adversarial reactivity (IAC, IEC, MC) are measured: 20 perturbed "
     "re-runs of the track each; 'synthetic' keeps to tracks with a synthetic model, cheap to re-run.",
 )
+@click.option(
+    "--no-protocol",
+    is_flag=True,
+    help="Skip protocol sensitivity (each ranking metric re-scored under its documented settings).",
+)
 @DATA_DIR_OPTION
 @QUIET_OPTION
 def meta_(
@@ -995,6 +1000,7 @@ def meta_(
     out_dir: Path | None,
     seed: int,
     consistency: str,
+    no_protocol: bool,
     data_dir: Path | None,
     quiet: bool,
 ) -> None:
@@ -1014,15 +1020,21 @@ def meta_(
         data_dir=data_dir,
         consistency=consistency,
         progress=not quiet,
+        protocol=not no_protocol,
     )
-    table = Table("track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9", "MC")
+    columns = ["track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9"]
+    protocol = any(c.protocol is not None for t in result.tracks.values() for c in t.cards.values())
+    table = Table(*columns, *(("protocol min tau", "cherry-pick") if protocol else ()), "MC")
     for track, track_meta in result.tracks.items():
         for name, card in track_meta.cards.items():
             s = card.stability
             n_for = str(s.n_for_tau) if s.n_for_tau is not None else f"> {s.n}"
             mc = _fixed(card.consistency.mc) if card.consistency is not None else "-"
-            stability = (_fixed(s.mean_tau), _fixed(s.p05_tau), _fixed(s.p_top), n_for)
-            table.add_row(track, name, card.family, card.verdict, *stability, mc)
+            cells = [track, name, card.family, card.verdict, _fixed(s.mean_tau), _fixed(s.p05_tau), _fixed(s.p_top)]
+            p = card.protocol
+            measured = p is not None and not p.reason
+            extra = [] if not protocol else [_fixed(p.min_tau), str(p.cherry_pick)] if measured else ["", ""]
+            table.add_row(*cells, n_for, *extra, mc)
     console.print(table)
     console.print(f"wrote {result.json_path} and {result.csv_path}")
 

@@ -481,6 +481,7 @@ def meta(
     seed: int = 0,
     data_dir: str | Path | None = None,
     consistency: str = "synthetic",
+    protocol: bool = True,
     **run_options: Any,
 ) -> MetaResults:
     """Meta-evaluation (DESIGN 9, ``xaibench meta``): how far each metric can be trusted on each
@@ -491,7 +492,9 @@ def meta(
     go to ``out`` (default ``<output_path>/meta``, else ``<submissions>/../meta``). ``run_options``
     are :func:`run`'s other arguments. ``consistency``: the tracks where noise resilience and
     adversarial reactivity (IAC, IEC, MC) are measured, through perturbed runs: ``synthetic`` (the
-    default: tracks with a synthetic model, cheap to re-run twenty times), ``all`` or ``none``."""
+    default: tracks with a synthetic model, cheap to re-run twenty times), ``all`` or ``none``.
+    ``protocol``: also measure protocol sensitivity (each ranking metric's documented settings run
+    again, :mod:`xaibench.applications.meta_protocol`; ``False``: skipped)."""
     from xaibench.errors import XaibenchError
     from xaibench.metaeval.submissions import meta_of_submissions
 
@@ -523,6 +526,7 @@ def meta(
     validity.update(_planted_cue(results, ran, suite or "default", seed, output_path, data_dir, run_options))
     ceilings = _human_ceilings(results, ran, suite or "default", seed, data_dir, run_options)
     mc = _consistency(results, ran, suite or "default", seed, data_dir, run_options, consistency)
+    sensitivity = _protocol(results, ran, suite or "default", seed, data_dir, run_options) if protocol else None
     records = sorted((results.workdir / "results").glob("*.jsonl"))
     result = meta_of_submissions(
         results.submissions_dir,
@@ -533,6 +537,7 @@ def meta(
         validity=validity,
         ceilings=ceilings,
         consistency=mc,
+        protocol=sensitivity,
     )
     if results.leaderboard_dir is not None:  # the run's leaderboard again, now gated, with the metrics page
         with_site = results.site_dir is not None
@@ -650,7 +655,7 @@ def _planted_cue(
     registry = get_registry()
     figures: dict[str, dict[str, float]] = {}
     with data_dir_set(data_dir):
-        specs = [s for s in resolve_tracks(registry, str(suite), sorted(set(faithful["track"])))]
+        specs = resolve_tracks(registry, *_suite(suite, sorted(set(faithful["track"]))))
         for spec in specs:
             track = load_track(spec, registry, limit=run_options.get("limit"))
             if track.model is None or track.forward is None or not any("cue_box" in s.meta for s in track.samples):
@@ -693,6 +698,36 @@ def _planted_cue(
     }
 
 
+def _protocol(
+    results: RunResults,
+    tracks: list[str],
+    suite: str | Path,
+    seed: int,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+) -> dict[tuple[str, str], Any]:
+    """Protocol sensitivity (:mod:`xaibench.applications.meta_protocol`) of the run's ranking metrics."""
+    from xaibench.applications.meta_protocol import protocol_runs
+    from xaibench.plugins.manager import get_registry
+    from xaibench.runner.config import data_dir as data_dir_set
+    from xaibench.runner.run import resolve_tracks
+
+    registry = get_registry()
+    suite_name, wanted, given = _suite(suite, tracks)
+    with data_dir_set(data_dir):
+        specs = resolve_tracks(registry, suite_name, wanted, given)
+        return protocol_runs(
+            registry, results.records, specs, workdir=results.workdir, suite=suite_name, seed=seed, options=run_options
+        )
+
+
+def _suite(suite: str | Path, tracks: list[str]) -> tuple[str, list[str], list[Any] | None]:
+    """:func:`xaibench.runner.run.resolve_tracks`'s arguments for ``tracks`` of ``suite``, a suite
+    plugin's name or a suite file (whose tracks are read from it)."""
+    name, given = suite_tracks(str(suite), None, None)
+    return name, tracks, given
+
+
 def _human_ceilings(
     results: RunResults,
     tracks: list[str],
@@ -712,7 +747,7 @@ def _human_ceilings(
     registry = get_registry()
     out: dict[tuple[str, str], Any] = {}
     with data_dir_set(data_dir):
-        specs = [s for s in resolve_tracks(registry, str(suite), tracks) if s.dataset == DATASET]
+        specs = [s for s in resolve_tracks(registry, *_suite(suite, tracks)) if s.dataset == DATASET]
         if not specs:
             return {}
         frame = records(results.workdir)
@@ -768,7 +803,7 @@ def _consistency(
     with data_dir_set(data_dir):
         specs = [
             s
-            for s in resolve_tracks(registry, str(suite), sorted({t for t, _ in unperturbed}))
+            for s in resolve_tracks(registry, *_suite(suite, sorted({t for t, _ in unperturbed})))
             if which == "all" or s.synthetic
         ]
         if not specs:

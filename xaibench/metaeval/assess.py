@@ -61,6 +61,7 @@ class Card:
     validity: Validity = field(default_factory=Validity)
     ceiling: Any = None  # the human ceiling (xaibench.metaeval.ceiling.Ceiling) where the track has one
     consistency: Any = None  # IAC, IEC, MC (xaibench.metaeval.consistency.MetaConsistency) where measured
+    protocol: Any = None  # the protocol sensitivity (xaibench.metaeval.protocol.Protocol) where measured
 
     @property
     def flags(self) -> list[str]:

@@ -4,10 +4,12 @@
 {"submissions": {file: sha256}, "records": {file: sha256}}, "tracks": {track: {"agreement_means":
 {"within": {family: tau}, "across": tau}, "metrics": {metric: card}}}}``, a card holding the
 metric's family, direction, verdict, flags, validity test, stability figures and agreement
-with every other metric. ``meta.csv``: the same figures tidy, one row per (track, metric, test,
-figure): columns :data:`CSV_FIELDS`; ``value``, ``ci_low`` and ``ci_high`` are empty where a figure
-has none (``n_for_tau_0.9`` is empty when no size below n reaches 0.9: "> n"). Both are written
-atomically.
+with every other metric, and (where measured) its ``protocol`` sensitivity: ``min_tau``,
+``mean_tau``, ``cherry_pick`` and each setting's tau and winners. ``meta.csv``: the same figures
+tidy, one row per (track, metric, test, figure): columns :data:`CSV_FIELDS`; ``value``,
+``ci_low`` and ``ci_high`` are empty where a figure has none (``n_for_tau_0.9`` is empty when no
+size below n reaches 0.9: "> n"; the ``protocol`` figures when the metric documents no
+settings). Both are written atomically.
 """
 
 from __future__ import annotations
@@ -71,6 +73,21 @@ def card_json(card: Card) -> dict[str, Any]:
         },
         **({"human_ceiling": _ceiling_json(card.ceiling)} if card.ceiling is not None else {}),
         **({"consistency": card.consistency.as_json()} if card.consistency is not None else {}),
+        **({"protocol": _protocol_json(card.protocol)} if card.protocol is not None else {}),
+    }
+
+
+def _protocol_json(protocol: Any) -> dict[str, Any]:
+    return {
+        "min_tau": _number(protocol.min_tau),
+        "mean_tau": _number(protocol.mean_tau),
+        "cherry_pick": protocol.cherry_pick,
+        "default_winners": list(protocol.default_winners),
+        "reason": protocol.reason,
+        "settings": [
+            {"label": s.label, "params": s.params, "tau": _number(s.tau), "winners": list(s.winners), "n": s.n}
+            for s in protocol.settings
+        ],
     }
 
 
@@ -139,6 +156,10 @@ def _figures(card: Card) -> Iterator[tuple[str, str, Any, Any, Any]]:
             yield "consistency", f"mc:{kind}", c.mc, None, None
             yield "consistency", f"sigma_minor:{kind}", c.sigma_minor, None, None
             yield "consistency", f"sigma_disruptive:{kind}", c.sigma_disruptive, None, None
+    if card.protocol is not None:
+        yield "protocol", "min_tau", card.protocol.min_tau, None, None
+        yield "protocol", "mean_tau", card.protocol.mean_tau, None, None
+        yield "protocol", "cherry_pick_count", card.protocol.cherry_pick, None, None
 
 
 def write_meta(

@@ -10,6 +10,7 @@ from xaibench.metaeval.assess import TrackMeta, Validity, assess
 from xaibench.metaeval.ceiling import Ceiling, fractions
 from xaibench.metaeval.consistency import MetaConsistency
 from xaibench.metaeval.files import digests, write_meta
+from xaibench.metaeval.protocol import Protocol
 from xaibench.publish.leaderboard import entries_from_submissions, resolve_duplicates
 from xaibench.publish.submission import read_submissions
 
@@ -33,6 +34,7 @@ def meta_of_submissions(
     validity: Mapping[tuple[str, str], Validity] | None = None,
     ceilings: Mapping[tuple[str, str], Ceiling] | None = None,
     consistency: Mapping[tuple[str, str], MetaConsistency] | None = None,
+    protocol: Mapping[tuple[str, str], Protocol] | None = None,
 ) -> MetaResult:
     """Assess every (track, metric) of the submissions in ``folder`` (the leaderboard's input:
     duplicates resolved as it resolves them, reference-only explainers left out) and write
@@ -41,7 +43,8 @@ def meta_of_submissions(
     the validity tests' outcomes by (track, metric) (:mod:`xaibench.metaeval.ladder`); ``ceilings``:
     the human ceilings by (track, metric) (:mod:`xaibench.metaeval.ceiling`), each explainer's mean
     then reported as a fraction of it; ``consistency``: noise resilience and adversarial reactivity
-    by (track, metric) (:mod:`xaibench.metaeval.consistency`)."""
+    by (track, metric) (:mod:`xaibench.metaeval.consistency`); ``protocol``: the protocol
+    sensitivity by (track, metric) (:mod:`xaibench.metaeval.protocol`)."""
     loaded = read_submissions(folder)
     kept, _ = resolve_duplicates(loaded)
     reference = {s.key for s in kept if bool(s.data.get("explainer", {}).get("reference_only"))}
@@ -59,6 +62,10 @@ def meta_of_submissions(
         card = result.get(track, None) and result[track].cards.get(metric)
         if card is not None:
             card.consistency = figures
+    for (track, metric), sensitivity in (protocol or {}).items():
+        card = result[track].cards.get(metric) if track in result else None
+        if card is not None:
+            card.protocol = sensitivity
     json_path, csv_path = write_meta(
         out, result, seed=seed, submissions=digests(s.path for s in loaded), records=digests(records)
     )

@@ -75,6 +75,7 @@ def meta_tracks(board: Leaderboard) -> list[dict[str, Any]]:
                     "n_for_tau": str(n_for) if n_for is not None else f"> {s.get('n')}",
                     "ceiling": _num(ceiling.get("value")) if ceiling else "",
                     **_consistency(card.get("consistency")),
+                    **_protocol(card.get("protocol")),
                 }
             )
         ranking = [name for name, card in metrics if card.get("ranking")]
@@ -98,6 +99,26 @@ def meta_tracks(board: Leaderboard) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _protocol(protocol: Any) -> dict[str, str]:
+    """The protocol-sensitivity cells of a card: ``min / mean`` tau, the cherry-pick count, and
+    each setting's tau and winners (a tooltip); empty when not measured."""
+    if not isinstance(protocol, dict):
+        return {"protocol_tau": "", "cherry_pick": "", "protocol_settings": ""}
+    if protocol.get("reason"):
+        return {"protocol_tau": str(protocol["reason"]), "cherry_pick": "", "protocol_settings": ""}
+    settings = [s for s in protocol.get("settings") or [] if isinstance(s, dict)]
+    shown = "; ".join(
+        f"{s.get('label')}: tau {_num(s.get('tau'), 2)}, first {', '.join(map(str, s.get('winners') or [])) or 'n/a'}"
+        for s in settings
+    )
+    pick = protocol.get("cherry_pick")
+    return {
+        "protocol_tau": f"{_num(protocol.get('min_tau'), 2)} / {_num(protocol.get('mean_tau'), 2)}",
+        "cherry_pick": str(pick) if isinstance(pick, int) else "n/a",
+        "protocol_settings": shown,
+    }
 
 
 def _tau(block: dict[str, Any], a: str, b: str) -> float | None:
