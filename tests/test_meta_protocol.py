@@ -130,7 +130,7 @@ def test_meta_runs_each_setting_from_the_cache_and_reports_the_cherry_pick_count
     # each setting ran into <workdir>/meta beside the others, for the run's explainers only (not the oracle)
     # and from the run's cached explanations
     meta_records = xaibench.results.records(out / ".xaibench" / "meta")
-    deletion = meta_records[meta_records["metric"] == "deletion"]
+    deletion = meta_records[(meta_records["metric"] == "deletion") & (meta_records["track"] == "shapes")]
     steps = deletion["metric_params"].map(lambda p: p["steps"])
     assert sorted(set(steps)) == [25, 100]
     assert len(deletion) == 2 * 3 * 8 and set(deletion["explainer"]) == {"gradient", "random", "center"}
