@@ -110,6 +110,19 @@ def test_a_changed_submission_cannot_be_verified(copy: Path) -> None:
     assert verdict.startswith("FAILED:") and "cannot be verified as recorded" in verdict
 
 
+def test_the_records_are_checked_where_found(built: Path, copy: Path) -> None:
+    assert _verify("--meta", built / "meta" / "meta.json").exit_code == 0  # beside the run, found and matching
+    records = built / ".xaibench" / "results"
+    assert _verify("--meta", copy / "meta" / "meta.json", "--records", records).exit_code == 0
+    changed = copy / "records"
+    shutil.copytree(records, changed)
+    with open(changed / "shapes.jsonl", "a") as f:
+        f.write("\n")
+    result = _verify("--meta", copy / "meta" / "meta.json", "--records", changed)
+    assert result.exit_code == 2
+    assert _lines(result)[0].startswith("digest: records file shapes.jsonl has sha256 ")
+
+
 def test_the_file_form_still_needs_a_file() -> None:
     result = _verify()
     assert result.exit_code == 2 and "give FILE, or --meta META_JSON" in result.output

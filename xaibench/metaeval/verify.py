@@ -2,8 +2,9 @@
 
 :func:`verify_meta` checks that a ``meta.json`` of ``xaibench meta`` is what its submissions give:
 
-1. the sha256 of every submission (and of every records file, when a records folder is given)
-   must be the one in its ``provenance``; otherwise it cannot be verified as recorded;
+1. the sha256 of every submission (and of every records file, when a records folder is given or
+   found beside the run) must be the one in its ``provenance``; otherwise it cannot be verified
+   as recorded;
 2. every figure computed from the submissions alone (rank stability, n for tau 0.9, agreement and
    its means within and across families, the flags, the human ceiling's fractions) is computed
    again with the recorded seed, into a temporary folder, and compared with the stored one:
@@ -93,6 +94,11 @@ def read_meta(path: Path) -> dict[str, Any]:
 def default_submissions(meta_path: Path) -> Path:
     """``<meta.json's folder>/../submissions``, where ``xaibench meta`` puts them beside it."""
     return meta_path.parent.parent / "submissions"
+
+
+def default_records(meta_path: Path) -> Path:
+    """``<meta.json's folder>/../.xaibench/results``: the run's records, where ``xaibench meta`` ran it."""
+    return meta_path.parent.parent / ".xaibench" / "results"
 
 
 def digest_differences(data: Mapping[str, Any], submissions: Path, records: Path | None = None) -> list[str]:
@@ -279,11 +285,14 @@ def verify_meta(
     rerun: Rerun | None = None,
 ) -> MetaVerification:
     """Verify the ``meta.json`` at ``path`` against ``submissions`` (default
-    :func:`default_submissions`), see the module doc. ``rerun``: re-runs the validity tests."""
+    :func:`default_submissions`), see the module doc. ``records``: a folder of records files to
+    check too (default :func:`default_records` where it exists). ``rerun``: re-runs the validity tests."""
     data = read_meta(path)
     folder = submissions if submissions is not None else default_submissions(path)
     if not folder.is_dir():
         raise XaibenchError(f"{folder}: no submissions folder (give SUBMISSIONS_DIR)")
+    if records is None and default_records(path).is_dir():
+        records = default_records(path)
     if records is not None and not records.is_dir():
         raise XaibenchError(f"{records}: no records folder")
     out = MetaVerification(path, rerun=rerun is not None)
