@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 import xaibench
 from xaibench.cli import cli
-from xaibench.metaeval.verify import TOLERANCE, compare
+from xaibench.metaeval.verify import TOLERANCE, compare, recompute
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +121,20 @@ def test_the_records_are_checked_where_found(built: Path, copy: Path) -> None:
     result = _verify("--meta", copy / "meta" / "meta.json", "--records", changed)
     assert result.exit_code == 2
     assert _lines(result)[0].startswith("digest: records file shapes.jsonl has sha256 ")
+
+
+def test_a_human_ceiling_s_fractions_are_recomputed(copy: Path) -> None:
+    path = copy / "meta" / "meta.json"
+    ceiling = {"value": 0.5, "n": 8, "pairs": {"a>b": 0.5}, "fractions": {"gradient": 9.0}}
+    _edit(path, lambda d: d["tracks"]["shapes"]["metrics"]["iou"].update(human_ceiling=ceiling))
+    result = _verify("--meta", path)
+    assert result.exit_code == 1
+    lines = [x for x in _lines(result) if not x.startswith("FAILED")]
+    assert "shapes/iou: human_ceiling.fractions.center: recomputed (" in lines[0]  # and not stored
+    assert lines[1].startswith("shapes/iou: human_ceiling.fractions.gradient: stored 9.0, recomputed ")
+    fractions = recompute(json.loads(path.read_text()), copy / "submissions")["tracks"]["shapes"]["metrics"]["iou"]
+    _edit(path, lambda d: d["tracks"]["shapes"]["metrics"]["iou"].update(human_ceiling=fractions["human_ceiling"]))
+    assert _verify("--meta", path).exit_code == 0
 
 
 def test_the_file_form_still_needs_a_file() -> None:

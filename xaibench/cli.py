@@ -674,13 +674,14 @@ def submission_validate(paths: tuple[Path, ...]) -> None:
 
 
 @submission.command("verify")
-@click.argument("path", metavar="FILE", type=click.Path(path_type=Path), required=False)
+@click.argument("path", metavar="[FILE | SUBMISSIONS_DIR]", type=click.Path(path_type=Path), required=False)
 @click.option(
     "--meta",
     "meta_path",
+    metavar="META_JSON",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Verify this meta.json instead: FILE is then its submissions folder (default META/../submissions).",
+    help="Verify this meta.json instead of FILE, against SUBMISSIONS_DIR (default: submissions/ beside its folder).",
 )
 @click.option(
     "--records",

@@ -149,13 +149,18 @@ def stored_ceilings(data: Mapping[str, Any]) -> dict[tuple[str, str], Ceiling]:
     for track, (metric, card) in _cards(data):
         c = card.get("human_ceiling")
         if isinstance(c, dict):
-            pairs = {str(k): _float(x) for k, x in (c.get("pairs") or {}).items()}
-            out[(track, metric)] = Ceiling(value=_float(c.get("value")), pairs=pairs, n=int(c.get("n") or 0))  # type: ignore[arg-type]
+            pairs = {str(k): _nan(x) for k, x in (c.get("pairs") or {}).items()}
+            out[(track, metric)] = Ceiling(value=_nan(c.get("value")), pairs=pairs, n=int(c.get("n") or 0))
     return out
 
 
 def _float(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) else None
+
+
+def _nan(x: Any) -> float:
+    """A stored number, NaN for ``null`` (as ``meta.json`` writes NaN)."""
+    return float(x) if isinstance(x, (int, float)) else float("nan")
 
 
 def _cards(data: Mapping[str, Any]) -> Iterator[tuple[str, tuple[str, dict[str, Any]]]]:
