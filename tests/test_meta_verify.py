@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 import xaibench
 from xaibench.cli import cli
-from xaibench.metaeval.verify import TOLERANCE, compare, recompute
+from xaibench.metaeval.verify import TOLERANCE, compare, recompute, rerun_differences
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +135,27 @@ def test_a_human_ceiling_s_fractions_are_recomputed(copy: Path) -> None:
     fractions = recompute(json.loads(path.read_text()), copy / "submissions")["tracks"]["shapes"]["metrics"]["iou"]
     _edit(path, lambda d: d["tracks"]["shapes"]["metrics"]["iou"].update(human_ceiling=fractions["human_ceiling"]))
     assert _verify("--meta", path).exit_code == 0
+
+
+def test_a_file_that_is_not_a_meta_json_cannot_be_verified(copy: Path) -> None:
+    path = copy / "meta" / "meta.json"
+    _edit(path, lambda d: d.update(schema="xaibench.other/1"))
+    result = _verify("--meta", path)
+    assert result.exit_code == 2 and "not a meta.json of xaibench meta" in result.output
+
+
+def test_a_validity_test_the_rerun_lacks_differs(built: Path) -> None:
+    stored = json.loads((built / "meta" / "meta.json").read_text())
+    same, checked = rerun_differences(stored, stored)
+    assert same == [] and checked > 10
+    without = json.loads(json.dumps(stored))
+    del without["tracks"]["shapes"]["metrics"]["iou"]
+    without["tracks"]["shapes"]["metrics"]["deletion"]["verdict"] = "invalid"
+    lines, _ = rerun_differences(stored, without)
+    assert lines == [
+        "shapes/deletion: validity verdict: stored 'untested', re-run 'invalid'",
+        "shapes/iou: validity: stored but not re-run",
+    ]
 
 
 def test_the_file_form_still_needs_a_file() -> None:
