@@ -674,7 +674,25 @@ def submission_validate(paths: tuple[Path, ...]) -> None:
 
 
 @submission.command("verify")
-@click.argument("path", metavar="FILE", type=click.Path(path_type=Path))
+@click.argument("path", metavar="[FILE | SUBMISSIONS_DIR]", type=click.Path(path_type=Path), required=False)
+@click.option(
+    "--meta",
+    "meta_path",
+    metavar="META_JSON",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Verify this meta.json instead of FILE, against SUBMISSIONS_DIR (default: submissions/ beside its folder).",
+)
+@click.option(
+    "--records",
+    "records_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="With --meta: also check the digests of this folder's records (a workdir's results/).",
+)
+@click.option(
+    "--rerun-tests", is_flag=True, help="With --meta: also re-run the validity tests (ladder, planted cue) and compare."
+)
 @click.option(
     "--samples",
     "k",
@@ -689,8 +707,18 @@ def submission_validate(paths: tuple[Path, ...]) -> None:
     type=click.Path(path_type=Path, exists=True, file_okay=False),
     help="Root holding real datasets (sets XAIBENCH_DATA_DIR), as for `xaibench run`.",
 )
-def submission_verify(path: Path, k: int, seed: int, data_dir: Path | None) -> None:
+def submission_verify(
+    path: Path | None,
+    meta_path: Path | None,
+    records_dir: Path | None,
+    rerun_tests: bool,
+    k: int,
+    seed: int,
+    data_dir: Path | None,
+) -> None:
     """Re-run a seeded random choice of FILE's per-sample records from its provenance and compare.
+
+    With --meta META_JSON [SUBMISSIONS_DIR]: re-run the meta-evaluation instead (docs/meta.md).
 
     Checks first that the installed explainer, metrics, datasets and models are those recorded
     (version, parameters, model identity, dataset revision), then re-runs the chosen samples
@@ -700,6 +728,12 @@ def submission_verify(path: Path, k: int, seed: int, data_dir: Path | None) -> N
     """
     from xaibench.publish.verify import record_verification, verify_submission
 
+    if meta_path is not None:
+        _verify_meta(meta_path, path, records_dir, rerun_tests, data_dir)
+        return
+    if path is None or records_dir is not None or rerun_tests:
+        click.echo("error: give FILE, or --meta META_JSON (--records and --rerun-tests go with --meta)", err=True)
+        sys.exit(2)
     click.get_current_context().with_resource(with_data_dir(data_dir, CLI))
     try:
         result = verify_submission(path, get_registry(), samples=k, seed=seed, log=click.echo)
@@ -714,6 +748,46 @@ def submission_verify(path: Path, k: int, seed: int, data_dir: Path | None) -> N
     click.echo(verdict)  # last, where scripts and eyes look
     if not result.passed:
         sys.exit(1)
+
+
+def _verify_meta(
+    meta_path: Path, submissions: Path | None, records: Path | None, rerun_tests: bool, data_dir: Path | None
+) -> None:
+    """``submission verify --meta``: the meta.json's digests, its figures recomputed from the
+    submissions and, with ``rerun_tests``, its validity tests re-run (xaibench.metaeval.verify).
+    Exits 0 when all match, 1 when any differs, 2 when it cannot be verified."""
+    import tempfile
+
+    from xaibench.metaeval.verify import RunSpec, verify_meta
+
+    def rerun(spec: RunSpec) -> dict[str, Any]:
+        from xaibench.python_api import meta
+
+        with tempfile.TemporaryDirectory(prefix="xaibench-verify-meta-") as tmp:
+            result = meta(
+                spec.explainers,
+                suite=spec.suite,
+                tracks=spec.tracks,
+                metrics=spec.metrics,
+                params=spec.params,
+                limit=spec.limit,
+                seed=spec.seed,
+                output_path=tmp,
+                data_dir=data_dir,
+                progress=False,
+            )
+            return dict(json.loads(result.json_path.read_text()))
+
+    try:
+        result = verify_meta(meta_path, submissions, records=records, rerun=rerun if rerun_tests else None)
+    except XaibenchError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    for line in result.differences:
+        click.echo(line)
+    click.echo(result.verdict())  # last, where scripts and eyes look
+    if result.status:
+        sys.exit(result.status)
 
 
 def _application_options(func: Any) -> Any:
