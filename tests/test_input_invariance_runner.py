@@ -22,7 +22,7 @@ from xaibench import hookimpl
 from xaibench.api import Metric
 from xaibench.metrics.other.axiomatic import InputInvariance
 from xaibench.plugins import manager
-from xaibench.randomisation import Shift, shift_absorbed
+from xaibench.randomisation import Shift, randomised_model, shift_absorbed
 from xaibench.runner.executors import ModelSpec, WorkerState
 from xaibench.runner.metric_worker import answer_explain, decode_shift
 from xaibench.runner.run import RunConfig, run
@@ -204,3 +204,6 @@ def test_shift_identity_and_worker_state_rebuild() -> None:
         state.model(ModelSpec("toy", {}, "toy@0", shift=Shift("other@0", 1.0)))
     again = shift_absorbed(_track().model, 2.0)
     assert again.shift == built.shift and again.identity == built.identity
+    randomised = randomised_model(_track().model, upto=1, blocks=1)
+    assert getattr(randomised, "shift", None) is None  # what a handle and a metric worker ask it
+    assert "module" not in vars(randomised)  # ... without building the randomised copy

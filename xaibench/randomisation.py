@@ -141,7 +141,8 @@ def _reinitialise(target: nn.Module, path: str, seed: int) -> None:
 
 # ----------------------------------------------------------------------------- randomised models
 
-_OWN = frozenset({"identity", "randomisation", "__dict__", "__class__", "_materialise_randomised"})
+_OWN = frozenset({"identity", "randomisation", "shift", "__dict__", "__class__", "_materialise_randomised"})
+# (reading ``shift``, which a randomised copy never has, must not build it either)
 _PENDING = "_randomised_pending"
 
 

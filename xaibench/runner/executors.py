@@ -409,9 +409,10 @@ class ExplainerHandle:
         randomisation = getattr(model, "randomisation", None)
         if spec is not None and isinstance(randomisation, Randomisation) and randomisation.base == spec.identity:
             spec = dataclasses.replace(spec, randomisation=randomisation)
-        shift = getattr(model, "shift", None)
-        if spec is not None and spec.randomisation is None and isinstance(shift, Shift) and shift.base == spec.identity:
-            spec = dataclasses.replace(spec, shift=shift)
+        if spec is not None and spec.randomisation is None:
+            shift = getattr(model, "shift", None)
+            if isinstance(shift, Shift) and shift.base == spec.identity:
+                spec = dataclasses.replace(spec, shift=shift)
         if spec is None or getattr(model, "identity", None) != spec.key:
             raise ExplainerFailed(f"explainer {self.name!r} is not bound to this model")
         array = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
