@@ -134,9 +134,16 @@ class _Recorder:
         return np.zeros((len(inputs), 2, 2), dtype=np.float32)
 
 
+class _Toy:
+    """A model object: a torch module and an identity."""
+
+    def __init__(self) -> None:
+        self.module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 2))
+        self.identity = "toy@0"
+
+
 def _track() -> Any:
-    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 2))
-    model = types.SimpleNamespace(module=module, identity="toy@0")
+    model = _Toy()
     return types.SimpleNamespace(model=model, inputs=torch.zeros(1, 1, 2, 2))
 
 
