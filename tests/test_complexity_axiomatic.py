@@ -34,6 +34,8 @@ from xaibench.metrics.other.axiomatic import (
 )
 from xaibench.metrics.other.complexity import Complexity, EffectiveComplexity
 from xaibench.metrics.other.field import FIELD_OTHER_METRICS
+from xaibench.metrics.plugin import METRICS
+from xaibench.randomisation import Shift
 
 quantus = pytest.importorskip("quantus")
 
@@ -93,6 +95,7 @@ def test_registered_ids_families_and_directions() -> None:
         "completeness": ("other", "lower", False, False),
         "non_sensitivity": ("other", "lower", False, False),
     }
+    assert InputInvariance in METRICS and InputInvariance.default is False  # registered after them
 
 
 # ----------------------------------------------------------------------------- complexity
@@ -375,8 +378,24 @@ def test_input_invariance_na() -> None:
     batch.model = ToyModel(torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Flatten()), 8)
     assert "cannot absorb" in str(InputInvariance().score(batch).reasons[0])
     batch = invariance_batch(ConvNet(1), GradientMap())
-    batch.explainer = type("Handle", (), {"explain": GradientMap().explain})()
-    assert "in this process" in str(InputInvariance().score(batch).reasons[0])
+    batch.explainer = None
+    assert "needs the explainer" in str(InputInvariance().score(batch).reasons[0])
+
+
+def test_input_invariance_explains_through_a_handle_with_the_shift() -> None:
+    """An explainer that is not in this process (an executor's handle, a metric worker's stand-in)
+    gets the shifted copy, which carries its Shift (what the worker rebuilds the copy from)."""
+    seen: list[Any] = []
+
+    def explain(model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
+        seen.append(model.shift)
+        return GradientMap().explain(model, inputs, targets)
+
+    batch = invariance_batch(ConvNet(1), GradientMap())
+    batch.explainer = type("Handle", (), {"explain": staticmethod(explain)})()
+    out = InputInvariance().score(batch)
+    assert np.all(out.values < 1e-5), out.reasons
+    assert seen == [Shift("toy-linear@0", -1.0)]
 
 
 def test_quantus_non_sensitivity_cannot_group_features() -> None:

@@ -25,6 +25,10 @@ owns that re-initialisation:
   same copy there). The copy is built lazily: reading ``identity`` or ``randomisation`` costs
   nothing; the first other attribute read deep-copies the base model and randomises the copy's
   module (so a runner that only forwards the description to a worker never holds the weights).
+- **Shifted models** (``input_invariance``, Kindermans et al. 2017). :func:`shift_absorbed`
+  returns a copy whose input layer absorbs a constant input shift; its ``shift`` attribute is
+  the :class:`Shift` it was built from and its identity ``"<base>~shifted(<shift>)"``. An
+  executor's worker rebuilds the same copy from that description, like a randomised copy.
 """
 
 from __future__ import annotations
@@ -137,7 +141,8 @@ def _reinitialise(target: nn.Module, path: str, seed: int) -> None:
 
 # ----------------------------------------------------------------------------- randomised models
 
-_OWN = frozenset({"identity", "randomisation", "__dict__", "__class__", "_materialise_randomised"})
+_OWN = frozenset({"identity", "randomisation", "shift", "__dict__", "__class__", "_materialise_randomised"})
+# (reading ``shift``, which a randomised copy never has, must not build it either)
 _PENDING = "_randomised_pending"
 
 
@@ -194,3 +199,84 @@ def randomised_model(model: Any, *, upto: int, blocks: int = DEFAULT_BLOCKS, see
     state["randomisation"] = Randomisation(base=str(model.identity), upto=upto, blocks=groups, seed=int(seed))
     state[_PENDING] = model
     return out
+
+
+# ----------------------------------------------------------------------------- shifted models
+
+
+@dataclass(frozen=True)
+class Shift:
+    """What a shifted model is (the metric ``input_invariance``, Kindermans et al. 2017): the
+    identity of the model it was copied from (``base``) and the constant ``shift`` (normalised
+    input units) its input layer absorbs (:func:`shift_absorbed`)."""
+
+    base: str
+    shift: float
+
+    @property
+    def identity(self) -> str:
+        """The shifted model's identity (keys the explanation cache; never the base's): the shift
+        written with ``:g`` when that reads back exactly, else in full (``repr``)."""
+        text = f"{self.shift:g}"
+        if float(text) != self.shift:
+            text = repr(float(self.shift))
+        return f"{self.base}~shifted({text})"
+
+
+class SurgeryUnsupported(ValueError):
+    """The model's input layer cannot absorb a constant input shift in its bias."""
+
+
+def shift_absorbed(model: Any, shift: float) -> Any:
+    """A deep copy of ``model`` whose input layer absorbs a constant input shift ``shift``
+    (Kindermans et al. 2017): with the copy f', f'(x + shift) = f(x). The input layer is the
+    first module that owns parameters (registration order); its bias becomes b - shift W 1
+    (a bias is added when it has none), and a zero-padded convolution pads with ``shift``
+    instead (so the padded border is shifted too). Supported: ``nn.Linear`` and ``nn.Conv2d``
+    with zero padding (a number per side, or a ``static_padding`` ``ZeroPad2d`` as in
+    efficientnet-pytorch); anything else raises :class:`SurgeryUnsupported` with the reason.
+    The copy's ``shift`` is its :class:`Shift` and its ``identity`` that one's (the worker side of
+    an executor rebuilds the same copy from it)."""
+    owners = parameter_modules(model.module)
+    if not owners:
+        raise SurgeryUnsupported("the model has no parameters")
+    copy_ = copy.deepcopy(model)
+    modules = dict(copy_.module.named_modules())
+    path, _ = owners[-1]
+    first = modules[path]
+    with torch.no_grad():
+        if isinstance(first, nn.Linear):
+            absorbed = shift * first.weight.sum(dim=1)
+        elif isinstance(first, nn.Conv2d):
+            if first.padding_mode != "zeros" or isinstance(first.padding, str):
+                raise SurgeryUnsupported(f"input layer {path!r} pads with {first.padding_mode}/{first.padding!r}")
+            static = getattr(first, "static_padding", None)
+            if isinstance(static, nn.ZeroPad2d):
+                first.static_padding = nn.ConstantPad2d(static.padding, shift)
+            elif static is not None and not isinstance(static, nn.Identity):
+                raise SurgeryUnsupported(f"input layer {path!r} pads with {type(static).__name__}")
+            ph, pw = first.padding
+            if ph or pw:
+                first.padding = (0, 0)
+                wrapped = nn.Sequential(nn.ConstantPad2d((pw, pw, ph, ph), shift), first)
+                parent_path, _, leaf = path.rpartition(".")
+                parent = modules[parent_path] if parent_path else copy_.module
+                if not parent_path and first is copy_.module:
+                    raise SurgeryUnsupported("the model is a single convolution")
+                setattr(parent, leaf, wrapped)
+            absorbed = shift * first.weight.sum(dim=(1, 2, 3))
+        else:
+            raise SurgeryUnsupported(f"input layer {path!r} is a {type(first).__name__} (not Linear or Conv2d)")
+        if first.bias is None:
+            first.bias = nn.Parameter(-absorbed.clone(), requires_grad=False)
+        else:
+            first.bias.copy_(first.bias - absorbed)
+    described = Shift(base=str(model.identity), shift=float(shift))
+    cls = type(copy_)
+    identity = described.identity
+    try:
+        copy_.identity = identity  # type: ignore[misc]
+    except AttributeError:  # a read-only property: a subclass that names the shifted model
+        copy_.__class__ = type(f"Shifted{cls.__name__}", (cls,), {"identity": property(lambda self: identity)})
+    copy_.shift = described  # type: ignore[attr-defined]
+    return copy_

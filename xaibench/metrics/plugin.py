@@ -12,6 +12,7 @@ from xaibench.metrics.faithfulness.average_drop import AverageDrop
 from xaibench.metrics.faithfulness.curves import Deletion, Insertion
 from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
 from xaibench.metrics.faithfulness.road import ROAD_METRICS
+from xaibench.metrics.other.axiomatic import InputInvariance
 from xaibench.metrics.other.field import FIELD_OTHER_METRICS
 from xaibench.metrics.other.sparseness import Sparseness
 from xaibench.metrics.robustness import ROBUSTNESS_METRICS
@@ -34,6 +35,7 @@ METRICS: list[type[Metric]] = [
     # other axes (not ranked)
     Sparseness,
     *FIELD_OTHER_METRICS,
+    InputInvariance,  # re-runs the explainer on a shifted model (its worker rebuilds it)
     # sanity (DESIGN 4b; never ranked, flagged)
     ModelRandomisation,
     *FIELD_SANITY_METRICS,

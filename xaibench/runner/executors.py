@@ -23,7 +23,8 @@ explainer's constructor accepted, which :func:`explainer_handles` asks an execut
 (``describe``: the constructor runs where the explainer will run). The handle's ``explain`` has
 the :class:`~xaibench.api.Explainer` signature and forwards the call to the executor, so metrics
 that re-run the explainer (``max_sensitivity``; ``model_randomisation``, on randomised copies of
-the model that the worker builds from ``ModelSpec.randomisation``) do so in a worker too.
+the model that the worker builds from ``ModelSpec.randomisation``; ``input_invariance``, on the
+shifted copy built from ``ModelSpec.shift``) do so in a worker too.
 
 :class:`InProcessExecutor` runs tasks in the calling process under a ``SIGALRM`` timeout. It is
 for trusted code (tests of the runner itself, PASTA training-data generation); ``xaibench run``
@@ -49,7 +50,7 @@ import torch
 from xaibench.api import ExplainContext, Explainer, Model, Sample
 from xaibench.errors import XaibenchError
 from xaibench.params import check_params, resolve_params
-from xaibench.randomisation import Randomisation, randomised_model
+from xaibench.randomisation import Randomisation, Shift, randomised_model, shift_absorbed
 from xaibench.runner import wire
 from xaibench.runner.guard import ExplainerTimeout, call_with_limit
 from xaibench.seeds import derive_seed
@@ -60,18 +61,23 @@ class ModelSpec:
     """How a worker rebuilds the track's model: registry name and parameters, the identity the
     rebuilt model must have, and the device to put it on. ``randomisation`` (the sanity metric
     ``model_randomisation``): the worker explains a copy of that model re-initialised as it says
-    (its ``base`` is ``identity``), built from the pristine model and kept for later tasks."""
+    (its ``base`` is ``identity``), built from the pristine model and kept for later tasks.
+    ``shift`` (the metric ``input_invariance``): likewise a copy whose input layer absorbs the
+    constant input shift (:func:`xaibench.randomisation.shift_absorbed`); at most one of the two."""
 
     name: str
     params: Mapping[str, Any]
     identity: str
     device: str = "cpu"
     randomisation: Randomisation | None = None
+    shift: Shift | None = None
 
     @property
     def key(self) -> str:
-        """The identity of the model the worker explains (the randomised copy's when randomised)."""
-        return self.identity if self.randomisation is None else self.randomisation.identity
+        """The identity of the model the worker explains (the randomised or shifted copy's)."""
+        if self.randomisation is not None:
+            return self.randomisation.identity
+        return self.identity if self.shift is None else self.shift.identity
 
 
 @dataclass(frozen=True)
@@ -184,19 +190,22 @@ class WorkerState:
         a worker inherits the models its zygote built on the CPU), on ``spec.device``. With a
         ``randomisation``: a randomised deep copy of the pristine model, kept under its own
         identity (:func:`xaibench.randomisation.randomise` draws every weight on the CPU: the same
-        weights on every device)."""
+        weights on every device). With a ``shift``: the shifted deep copy of the pristine model
+        (:func:`xaibench.randomisation.shift_absorbed`), also kept under its own identity."""
         key = spec.key
         model = self.models.get(key)
         if model is None:
-            if spec.randomisation is None:
+            if spec.randomisation is not None:
+                model = self._randomised(spec)
+            elif spec.shift is not None:
+                model = self._shifted(spec)
+            else:
                 model = self.registry.create("model", spec.name, materialise=True, **dict(spec.params))
                 if model.identity != spec.identity:
                     raise RuntimeError(
                         f"model {spec.name!r} rebuilt in a worker has identity {model.identity}, "
                         f"expected {spec.identity}"
                     )
-            else:
-                model = self._randomised(spec)
             self.models[key] = model
         if key not in self.placed:
             model.module.to(spec.device)
@@ -213,6 +222,20 @@ class WorkerState:
         if model.identity != r.identity:
             raise RuntimeError(f"randomised model has identity {model.identity}, expected {r.identity}")
         model.module.eval()  # builds the copy now (its weights are drawn on the CPU, see randomise)
+        return model
+
+    def _shifted(self, spec: ModelSpec) -> Model:
+        s = spec.shift
+        assert s is not None
+        if s.base != spec.identity:
+            raise RuntimeError(f"shift of {s.base} asked for model {spec.identity}")
+        if spec.randomisation is not None:
+            raise RuntimeError("a model cannot be both randomised and shifted")
+        pristine = self.model(dataclasses.replace(spec, shift=None))
+        model = shift_absorbed(pristine, s.shift)
+        if model.identity != s.identity:
+            raise RuntimeError(f"shifted model has identity {model.identity}, expected {s.identity}")
+        model.module.eval()
         return model
 
     def explainer(self, spec: ExplainerSpec) -> Explainer:
@@ -376,15 +399,20 @@ class ExplainerHandle:
     def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
         """Run the explainer in the executor on ``inputs`` (the :class:`~xaibench.api.Explainer`
         signature; ``model`` must be the bound track's model, or a copy of it made by
-        :func:`xaibench.randomisation.randomised_model`, which the worker rebuilds from its
-        ``randomisation``). Returns a ``(B, H, W)`` array, or a list of concept dicts; raises
-        :class:`ExplainerFailed` with the worker's reason."""
+        :func:`xaibench.randomisation.randomised_model` or
+        :func:`~xaibench.randomisation.shift_absorbed`, which the worker rebuilds from its
+        ``randomisation`` or ``shift``). Returns a ``(B, H, W)`` array, or a list of concept dicts;
+        raises :class:`ExplainerFailed` with the worker's reason."""
         if self.error is not None:
             raise ExplainerFailed(self.error)
         spec = self.model
         randomisation = getattr(model, "randomisation", None)
         if spec is not None and isinstance(randomisation, Randomisation) and randomisation.base == spec.identity:
             spec = dataclasses.replace(spec, randomisation=randomisation)
+        if spec is not None and spec.randomisation is None:
+            shift = getattr(model, "shift", None)
+            if isinstance(shift, Shift) and shift.base == spec.identity:
+                spec = dataclasses.replace(spec, shift=shift)
         if spec is None or getattr(model, "identity", None) != spec.key:
             raise ExplainerFailed(f"explainer {self.name!r} is not bound to this model")
         array = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)

@@ -26,6 +26,7 @@ import torch
 from xaibench.allocator import tune_allocator
 from xaibench.api import ForwardCounter, MetricInput
 from xaibench.plugins.manager import get_registry, remote_distribution
+from xaibench.randomisation import Shift
 from xaibench.runner import wire
 from xaibench.runner.evaluate import score_batch
 from xaibench.runner.executors import ExplainerFailed, ModelSpec, WorkerState, plain_reply
@@ -166,6 +167,7 @@ class RemoteExplainer:
         """The :class:`~xaibench.api.Explainer` signature: ``(B, H, W)`` maps or concept dicts from
         the runner, or :class:`~xaibench.runner.executors.ExplainerFailed` with its reason."""
         r = getattr(model, "randomisation", None)
+        shift = getattr(model, "shift", None)  # a copy made by xaibench.randomisation.shift_absorbed
         array = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
         labels = targets.detach().cpu().numpy() if isinstance(targets, torch.Tensor) else np.asarray(targets)
         samples = getattr(context, "samples", None)
@@ -176,6 +178,7 @@ class RemoteExplainer:
                 "op": "explain",
                 "model": str(getattr(model, "identity", "")),
                 "randomisation": None if r is None else [r.base, r.upto, r.blocks, r.seed],
+                "shift": [shift.base, shift.shift] if isinstance(shift, Shift) else None,
                 "inputs": np.ascontiguousarray(array, dtype=np.float32),
                 "targets": np.asarray(labels, dtype=np.int64),
                 "seed": int(seed),

@@ -21,7 +21,8 @@ reasons, curves, extras and the forward passes (images) the metric used.
 
 **The explainer stays where it runs.** A metric that re-runs the explainer (``batch.explainer``)
 gets a stand-in whose ``explain`` sends the inputs, classes, seed, sample ids and model identity
-(with its :class:`~xaibench.randomisation.Randomisation`, if any) back to the runner, which calls
+(with its :class:`~xaibench.randomisation.Randomisation` or :class:`~xaibench.randomisation.Shift`,
+if any; a malformed one is the call's failure, one line) back to the runner, which calls
 the run's explainer (an :class:`~xaibench.runner.executors.ExplainerHandle`: a worker of the
 executor, through the explanation cache) and answers with the maps. Time spent there is not
 counted against the metric's limit.
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import signal
 import subprocess
@@ -55,8 +57,9 @@ import torch
 
 from xaibench.api import ExplainContext, Metric, MetricInput, MetricOutput
 from xaibench.plugins.manager import remote_distribution
-from xaibench.randomisation import Randomisation, randomised_model
+from xaibench.randomisation import Randomisation, Shift, randomised_model, shift_absorbed
 from xaibench.runner import wire
+from xaibench.runner.executors import ExplainerHandle
 from xaibench.runner.explain import track_model_spec
 from xaibench.runner.frames import WorkerFailed, read_frame, sample_data, write_frame
 from xaibench.runner.processes import exit_reason, remove_scratch, start_child
@@ -143,10 +146,23 @@ def check_reply(reply: Any, n: int) -> MetricOutput:
 
 @dataclasses.dataclass(frozen=True)
 class _ModelRef:
-    """The model a metric's explainer call names: its identity, and its randomisation if any."""
+    """The model a metric's explainer call names: its identity, and its randomisation or shift if
+    any (all an executor's handle reads of it: its worker rebuilds the model)."""
 
     identity: str
     randomisation: Randomisation | None = None
+    shift: Shift | None = None
+
+
+def decode_shift(given: Any) -> Shift:
+    """A child's ``shift`` request, ``[base, shift]``, as a :class:`Shift`; ``ValueError`` with one
+    line when it is not a string and a finite number."""
+    if not isinstance(given, (list, tuple)) or len(given) != 2:
+        raise ValueError("shift must be [base, shift]")
+    base, shift = given
+    if not isinstance(base, str) or type(shift) not in (int, float) or not math.isfinite(shift):
+        raise ValueError("shift must be [base, shift], a model identity and a finite number")
+    return Shift(base, float(shift))
 
 
 def answer_explain(message: Mapping[str, Any], explainer: Any, track: TrackContext) -> dict[str, Any]:
@@ -157,8 +173,20 @@ def answer_explain(message: Mapping[str, Any], explainer: Any, track: TrackConte
         if explainer is None or track.model is None or track.inputs is None:
             raise RuntimeError("no explainer is available to this metric")
         given = message.get("randomisation")
+        shifted = message.get("shift")
         model: Any = track.model
-        if given is not None:
+        if given is not None and shifted is not None:
+            raise ValueError("explainer asked for a model both randomised and shifted")
+        if shifted is not None:
+            s = decode_shift(shifted)
+            if s.base != track.model.identity:
+                raise RuntimeError(f"explainer asked for a copy of unknown model {s.base[:80]!r}")
+            inner = getattr(explainer, "explainer", explainer)  # a cached handle's handle
+            if isinstance(inner, ExplainerHandle):  # its worker builds the copy: only the description here
+                model = _ModelRef(s.identity, shift=s)
+            else:
+                model = shift_absorbed(track.model, s.shift)
+        elif given is not None:
             r = Randomisation(str(given[0]), int(given[1]), int(given[2]), int(given[3]))
             if r.base != track.model.identity:
                 raise RuntimeError(f"explainer asked for a copy of unknown model {r.base[:80]!r}")

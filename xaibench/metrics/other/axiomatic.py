@@ -1,6 +1,7 @@
 """Axiomatic metrics (DESIGN 3b, family ``other``, never ranked): completeness (Sundararajan et
 al. 2017), non-sensitivity (Nguyen and Rodriguez Martinez 2020) and input invariance (Kindermans
-et al. 2017; not registered yet, see :class:`InputInvariance`).
+et al. 2017; its shifted model, :func:`~xaibench.randomisation.shift_absorbed`, lives with the
+randomised copies in :mod:`xaibench.randomisation`, where the runner's executors rebuild it).
 
 Both forward through the batch's :class:`~xaibench.api.ForwardCounter` (in batches, each
 distinct image once, counted in ``forward_passes``). Completeness reads logits (the function an
@@ -10,15 +11,13 @@ itself with the counter's batching and device rules and adds the images to its c
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from torch import nn
 
-from xaibench.api import ExplainContext, Explainer, ForwardCounter, Metric, MetricInput, MetricOutput, Model
+from xaibench.api import ExplainContext, ForwardCounter, Metric, MetricInput, MetricOutput
 from xaibench.metrics.faithfulness.context import (
     OWNER,
     BatchedScorer,
@@ -28,7 +27,7 @@ from xaibench.metrics.faithfulness.context import (
 )
 from xaibench.metrics.other import complexity_formulas as fc
 from xaibench.params import Param
-from xaibench.randomisation import parameter_modules
+from xaibench.randomisation import SurgeryUnsupported, shift_absorbed
 
 BASELINES = ("zero", "black")
 
@@ -211,62 +210,6 @@ class NonSensitivity(Metric):
 # ----------------------------------------------------------------------------- input invariance
 
 
-class SurgeryUnsupported(ValueError):
-    """The model's input layer cannot absorb a constant input shift in its bias."""
-
-
-def shift_absorbed(model: Model, shift: float) -> Model:
-    """A deep copy of ``model`` whose input layer absorbs a constant input shift ``shift``
-    (Kindermans et al. 2017): with the copy f', f'(x + shift) = f(x). The input layer is the
-    first module that owns parameters (registration order); its bias becomes b - shift W 1
-    (a bias is added when it has none), and a zero-padded convolution pads with ``shift``
-    instead (so the padded border is shifted too). Supported: ``nn.Linear`` and ``nn.Conv2d``
-    with zero padding (a number per side, or a ``static_padding`` ``ZeroPad2d`` as in
-    efficientnet-pytorch); anything else raises :class:`SurgeryUnsupported` with the reason."""
-    owners = parameter_modules(model.module)
-    if not owners:
-        raise SurgeryUnsupported("the model has no parameters")
-    copy_ = copy.deepcopy(model)
-    modules = dict(copy_.module.named_modules())
-    path, _ = owners[-1]
-    first = modules[path]
-    with torch.no_grad():
-        if isinstance(first, nn.Linear):
-            absorbed = shift * first.weight.sum(dim=1)
-        elif isinstance(first, nn.Conv2d):
-            if first.padding_mode != "zeros" or isinstance(first.padding, str):
-                raise SurgeryUnsupported(f"input layer {path!r} pads with {first.padding_mode}/{first.padding!r}")
-            static = getattr(first, "static_padding", None)
-            if isinstance(static, nn.ZeroPad2d):
-                first.static_padding = nn.ConstantPad2d(static.padding, shift)
-            elif static is not None and not isinstance(static, nn.Identity):
-                raise SurgeryUnsupported(f"input layer {path!r} pads with {type(static).__name__}")
-            ph, pw = first.padding
-            if ph or pw:
-                first.padding = (0, 0)
-                wrapped = nn.Sequential(nn.ConstantPad2d((pw, pw, ph, ph), shift), first)
-                parent_path, _, leaf = path.rpartition(".")
-                parent = modules[parent_path] if parent_path else copy_.module
-                if not parent_path and first is copy_.module:
-                    raise SurgeryUnsupported("the model is a single convolution")
-                setattr(parent, leaf, wrapped)
-            absorbed = shift * first.weight.sum(dim=(1, 2, 3))
-        else:
-            raise SurgeryUnsupported(f"input layer {path!r} is a {type(first).__name__} (not Linear or Conv2d)")
-        if first.bias is None:
-            first.bias = nn.Parameter(-absorbed.clone(), requires_grad=False)
-        else:
-            first.bias.copy_(first.bias - absorbed)
-    base = str(model.identity)
-    cls = type(copy_)
-    identity = f"{base}~shifted({shift:g})"
-    try:
-        copy_.identity = identity  # type: ignore[misc]
-    except AttributeError:  # a read-only property: a subclass that names the shifted model
-        copy_.__class__ = type(f"Shifted{cls.__name__}", (cls,), {"identity": property(lambda self: identity)})
-    return copy_
-
-
 class InputInvariance(Metric):
     """Input invariance (Kindermans et al. 2017, "The (un)reliability of saliency methods"): the
     input is shifted by a constant (``shift`` in normalised space, every pixel and channel) and the
@@ -280,10 +223,10 @@ class InputInvariance(Metric):
     boolean (maps equal within 1e-4) and, for a padded convolution, sets the bias from one value
     of the shifted layer's output (the border's), which does not preserve the model.
 
-    Not registered yet: the runner's executors rebuild only the track's model and its
-    randomised copies in their workers, not a shifted model, so a worker-run explainer cannot
-    explain it (the metric says so, n/a). Cost: 2 forward passes (the check) and one
-    explanation per sample."""
+    The explainer is re-run wherever it runs: in this process, or in the executor's worker (the
+    shifted copy carries its :class:`~xaibench.randomisation.Shift`, which the worker rebuilds
+    the same copy from, as for ``model_randomisation``'s randomised copies). Cost: 2 forward
+    passes (the check) and one explanation per sample."""
 
     name = "input_invariance"
     family = "other"
@@ -305,9 +248,6 @@ class InputInvariance(Metric):
         size = len(batch.samples)
         if batch.explainer is None:
             return MetricOutput.not_applicable(size, "needs the explainer to re-run it on the shifted model")
-        if not isinstance(batch.explainer, Explainer):
-            reason = "needs the explainer in this process (the executors do not rebuild a shifted model)"
-            return MetricOutput.not_applicable(size, reason)
         ctx = faithfulness_batch(batch)
         if isinstance(ctx, str):
             return MetricOutput.not_applicable(size, ctx)
