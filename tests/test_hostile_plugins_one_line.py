@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,14 @@ def test_a_real_ctrl_c_while_a_plugin_loads_still_interrupts(tmp_path: Path, mon
     monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", "slow")
     monkeypatch.setenv("XAIBENCH_SANDBOX_WRITABLE", str(tmp_path))
     monkeypatch.setenv("XAIBENCH_CACHE", str(tmp_path / "cache"))
-    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))
+
+    def interrupt_once_the_probe_imports_it() -> None:  # not after a fixed delay: the builtins' import time varies
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.0, interrupt_once_the_probe_imports_it)
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
