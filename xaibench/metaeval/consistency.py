@@ -99,17 +99,6 @@ def iec_adversary(q_star: np.ndarray, q_hats: np.ndarray, indices: np.ndarray, d
 
 
 @dataclass
-class Perturbation:
-    """One kind of perturbation at one level: its strength (``sigma``), the fraction of
-    predictions each draw changed, and the scores under each draw."""
-
-    kind: str  # "model" or "input"
-    level: str  # MINOR or DISRUPTIVE
-    sigma: float
-    changed: list[float]  # per draw, the fraction of the samples whose prediction changed
-
-
-@dataclass
 class Consistency:
     """IAC, IEC and MC of one metric on one track under one kind of perturbation (``model`` or
     ``input``); every figure higher is better, in [0, 1], NaN when not computable."""

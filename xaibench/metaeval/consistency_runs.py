@@ -34,6 +34,7 @@ from xaibench.datasets.builtin import DATASETS
 from xaibench.datasets.perturbed import InputNoiseDataset, add_input_noise
 from xaibench.metaeval.consistency import (
     DISRUPTIVE,
+    DISRUPTIVE_MIN_CHANGE,
     DRAWS,
     MINOR,
     MetaConsistency,
@@ -124,7 +125,7 @@ def plan_track(spec: TrackSpec, registry: Registry, *, seed: int, limit: int | N
         tried: dict[float, np.ndarray] = {}
         for sigma in ladder:  # ascending: stop at the first disruptive strength
             tried[sigma] = changed(kind, sigma)
-            if tried[sigma].mean() > 0.5:
+            if tried[sigma].mean() > DISRUPTIVE_MIN_CHANGE:
                 break
         fractions = [float(c.mean()) for c in tried.values()]
         for level in (MINOR, DISRUPTIVE):
