@@ -105,7 +105,8 @@ def test_registered_unranked_not_default_with_directions():
         cls = METRICS[name]
         assert name in names
         assert (cls.family, cls.direction, cls.ranking, cls.default) == ("faithfulness", direction, False, False)
-        assert cls.version == "1.0.0" and cls.licence == "Apache-2.0" and cls.unit
+        assert cls.version == ("1.1.0" if name == "sufficiency" else "1.0.0")
+        assert cls.licence == "Apache-2.0" and cls.unit
         doc = " ".join((cls.__doc__ or "").lower().split())
         assert f"{direction} is better" in doc and f"{direction} is better" in cls.description.lower()
 
@@ -564,12 +565,11 @@ def test_sufficiency_oracle():
     d = cdist(maps, maps, "seuclidean")
     near = (d / d.max() <= 0.6) & ~np.eye(4, dtype=bool)
     for b in range(4):
-        if near[b].any():
-            assert out.values[b] == pytest.approx((predicted[near[b]] == predicted[b]).mean())
-        else:
-            assert np.isnan(out.values[b]) and "threshold" in out.reasons[b]
+        expected = (predicted[near[b]] == predicted[b]).mean() if near[b].any() else 0.0
+        assert out.values[b] == pytest.approx(expected) and out.reasons[b] is None
+        assert out.curves[b]["neighbours"] == near[b].sum()
     assert near[0, 1] and not near[0, 3]  # the test has both cases
-    assert np.isnan(out.values[3])
+    assert out.values[3] == 0.0 and out.curves[3]["neighbours"] == 0
     assert out.forward_passes == 4
 
 
@@ -583,15 +583,14 @@ def sufficiency_maps():
 
 def test_sufficiency_equals_quantus():
     """Maps with max |value| 1 each (Quantus divides the batch by its global max, we each map by its
-    own) and no pixel constant across the batch; samples without neighbours are 0 in Quantus, n/a here."""
+    own) and no pixel constant across the batch; samples without neighbours are 0 in both."""
     module, _w, x, _ = setup(n=6)
     sal = sufficiency_maps()
     q = quantus.Sufficiency(threshold=0.6, disable_warnings=True)
     theirs = run_quantus(q, module, x, sal)
     out = ours(module, x, sal, "sufficiency")
-    mine = np.where(np.isnan(out.values), 0.0, out.values)
-    np.testing.assert_allclose(mine, theirs, atol=1e-12)
-    assert np.isfinite(out.values[:3]).all() and np.isnan(out.values[3:]).all()
+    np.testing.assert_allclose(out.values, theirs, atol=1e-12)
+    assert [c["neighbours"] for c in out.curves[3:]] == [0, 0, 0]
     assert theirs[:3].max() > 0  # the comparison is not 0 against 0
 
 
@@ -606,4 +605,4 @@ def test_quantus_sufficiency_is_zero_when_a_pixel_is_constant_across_the_batch()
     theirs = run_quantus(quantus.Sufficiency(threshold=0.6, disable_warnings=True), module, x, sal)
     after = ours(module, x, sal, "sufficiency").values
     assert np.all(theirs == 0.0)
-    assert np.nanmax(after) > 0 and np.array_equal(np.isnan(before), np.isnan(after))
+    assert np.nanmax(after) > 0 and np.array_equal(before == 0, after == 0)

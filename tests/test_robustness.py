@@ -215,7 +215,54 @@ def test_no_perturbation_keeps_the_class_is_na_with_a_reason():
     batch = make_batch(model, x[:1], Ones())
     batch.samples = batch.samples[:1]
     out = score("max_sensitivity", batch, n=3)
-    assert np.isnan(out.values[0]) and out.reasons[0] == "no perturbation kept the predicted class (3 of 3 changed it)"
+    assert np.isnan(out.values[0])
+    assert out.reasons[0] == (
+        "no perturbation kept the predicted class (3 of 3 changed it at radius 0.02 "
+        "and at every halving down to 0.0025)"
+    )
+    # 3 forwards at each of the 4 radii plus the clean one; nothing explained
+    assert out.forward_passes == 1 + 3 * 4
+
+
+class Ball(torch.nn.Module):
+    """Logits ``[t - |sum(x - x0)|, 0]``: class 0 while the perturbation's sum stays within ``t``."""
+
+    def __init__(self, x0: torch.Tensor, t: float) -> None:
+        super().__init__()
+        self.register_buffer("x0", x0)
+        self.t = t
+        self.lin = torch.nn.Linear(1, 1)
+
+    def forward(self, x):
+        s = (x - self.x0).flatten(1).sum(1, keepdim=True).abs()
+        return torch.cat([self.t - s, torch.zeros_like(s)], dim=1)
+
+
+def test_a_sample_whose_perturbations_all_change_the_class_is_tried_with_the_noise_halved():
+    x = inputs()[:1]
+    n, radius = 8, 0.02
+    u = our_noise(0, n, radius)[:1].astype(np.float64)
+    sums = np.abs(u.reshape(n, -1).sum(-1))
+    t = 0.3 * sums.min()  # every perturbation leaves the ball at r and r/2; some stay inside at r/4
+    assert (sums / 4 < t).any() and not (sums / 2 < t).any()
+    calls = []
+
+    class Counting(Ones):
+        def explain(self, model, inputs, targets, *, seed=0, context=None):
+            if context is not None:
+                calls.append(len(context.samples))
+            return super().explain(model, inputs, targets)
+
+    batch = make_batch(Toy(Ball(x.clone(), t)), x, Counting())
+    batch.samples = batch.samples[:1]
+    out = score("local_lipschitz_estimate", batch, n=n, radius=radius)
+    kept = sums / 4 < t
+    assert out.curves[0]["radius"] == radius / 4
+    assert [r is not None for r in out.curves[0]["ratio"]] == kept.tolist()
+    ratios = np.linalg.norm(u.sum(2).reshape(n, -1) / 4, axis=-1) / np.linalg.norm(u.reshape(n, -1) / 4, axis=-1)
+    assert out.values[0] == pytest.approx(ratios[kept].max(), rel=1e-5)
+    assert calls == [int(kept.sum())]  # only the perturbations that kept the class are explained
+    assert out.forward_passes == 1 + n * 3 + int(kept.sum())
 
 
 def test_class_changing_perturbations_are_dropped():

@@ -186,15 +186,27 @@ def standardised_distances(maps: np.ndarray) -> np.ndarray:
     return np.sqrt(d2)
 
 
-def local_sufficiency(distances: np.ndarray, predicted: np.ndarray, threshold: float) -> np.ndarray:
-    """Dasgupta et al.'s local sufficiency per sample: among the *other* samples whose explanation
-    distance, divided by the largest distance, is at most ``threshold``, the fraction predicted as the
-    sample is; NaN where no other sample is that close (the explanation applies to no one else)."""
+def neighbours(distances: np.ndarray, threshold: float) -> np.ndarray:
+    """``(B, B)``: sample ``j`` is a neighbour of sample ``i`` (``i != j``) when their distance, divided
+    by the largest distance, is at most ``threshold`` (the explanation of ``i`` applies to ``j``)."""
     d = np.asarray(distances, dtype=np.float64)
     top = d.max()
     near = (d / top if top > 0 else np.zeros_like(d)) <= threshold
     np.fill_diagonal(near, False)
+    return near
+
+
+def neighbour_counts(distances: np.ndarray, threshold: float) -> np.ndarray:
+    """How many other samples each sample's explanation applies to (see :func:`neighbours`)."""
+    return neighbours(distances, threshold).sum(axis=1)
+
+
+def local_sufficiency(distances: np.ndarray, predicted: np.ndarray, threshold: float) -> np.ndarray:
+    """Dasgupta et al.'s local sufficiency per sample: among the *other* samples whose explanation
+    distance, divided by the largest distance, is at most ``threshold``, the fraction predicted as the
+    sample is; 0 where no other sample is that close (the explanation applies to no one else, so
+    nothing shows it sufficient: Quantus's convention). In [0, 1], higher is better."""
+    near = neighbours(distances, threshold)
     same = np.asarray(predicted)[None, :] == np.asarray(predicted)[:, None]
     count = near.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, (near & same).sum(axis=1) / np.maximum(count, 1), np.nan)
+    return np.where(count > 0, (near & same).sum(axis=1) / np.maximum(count, 1), 0.0)

@@ -24,13 +24,15 @@ class Sufficiency(FieldFaithfulnessMetric):
     as this one (argmax class). In [0, 1]; higher is better.
 
     A neighbourhood-based metric: a sample's value depends on the other samples of its batch (the
-    runner's batch), which Quantus takes as its batch too. n/a where no other sample's explanation is
-    within the threshold (Quantus scores that 0) or the batch has fewer than two valid samples.
+    runner's batch), which Quantus takes as its batch too. A sample whose explanation applies to no
+    other sample of the batch scores 0, as in Quantus (the paper leaves it undefined; its curve says
+    ``"neighbours": 0``); n/a only where the batch has fewer than two valid samples.
     Parameters: Quantus's defaults ``threshold`` 0.6 and ``abs`` True. Forward passes: one per sample
     (its predicted class).
     """
 
     name = "sufficiency"
+    version = "1.1.0"  # 1.1: no neighbour scores 0 (Quantus), not n/a
     direction = "higher"
     unit = "fraction of explanation neighbours with the same prediction, in [0, 1]"
     description = (
@@ -64,10 +66,11 @@ class Sufficiency(FieldFaithfulnessMetric):
         top = np.abs(maps).max(axis=1, keepdims=True)
         maps = maps / np.where(top > 0, top, 1.0)
         predicted = self.predicted(ctx)[valid]
-        local = ff.local_sufficiency(ff.standardised_distances(maps), predicted, float(self.params["threshold"]))
+        distances = ff.standardised_distances(maps)
+        threshold = float(self.params["threshold"])
+        local = ff.local_sufficiency(distances, predicted, threshold)
+        neighbours = ff.neighbour_counts(distances, threshold)
         for row, b in enumerate(valid):
             values[b] = local[row]
-            if np.isnan(local[row]):
-                reasons[b] = "no other sample's explanation is within the threshold"
-            curves[b] = {"predicted": int(predicted[row]), "batch": len(valid)}
+            curves[b] = {"predicted": int(predicted[row]), "batch": len(valid), "neighbours": int(neighbours[row])}
         return MetricOutput(values=values, reasons=reasons, curves=curves)

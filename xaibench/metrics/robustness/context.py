@@ -5,7 +5,10 @@ normalised space, seeded per sample by :func:`xaibench.seeds.sample_rng`, built 
 device), their logits (one batched forward of the clean and perturbed inputs, which also captures the
 input of the model's last linear layer as the representation), and their explanations (the
 explainer re-run on all ``B * n`` perturbed inputs in chunks). Perturbations whose predicted class
-differs from the clean input's are dropped (``kept`` is False). The pass lives in the batch's
+differs from the clean input's are dropped (``kept`` is False). A sample none of whose perturbations
+keeps its class is tried again with the same noise halved, at most :data:`HALVINGS` times (the same
+perturbations for every explainer, so paired comparisons stay fair); its radius is recorded. The explainer
+is re-run only on the perturbations that kept the class. The pass lives in the batch's
 :class:`~xaibench.api.BatchMemo`, so metrics with the same ``(n, radius)`` share it; the metric that
 builds it counts its forward passes and explanations."""
 
@@ -23,6 +26,9 @@ from xaibench.seeds import sample_rng
 
 OWNER = "robustness"
 NOISE_TAG = "robustness/uniform"
+HALVINGS = 3
+"""How many times a sample's noise is halved when no perturbation keeps its predicted class (radius
+``radius``, then ``radius / 2`` ... ``radius / 2**HALVINGS``); after that the sample is n/a."""
 
 
 @dataclass
@@ -36,7 +42,8 @@ class PerturbedPass:
     r: np.ndarray | None  # (B, D) input of the last linear layer, None when the model has none
     r_p: np.ndarray | None  # (B, n, D)
     same_class: np.ndarray  # (B, n) the perturbed input's predicted class is the clean one's
-    finite: np.ndarray  # (B, n) the perturbed input's map is finite
+    finite: np.ndarray  # (B, n) the perturbed input's map is finite (False where it was not explained)
+    radius: np.ndarray  # (B,) the radius each sample's perturbations were drawn at (halved where needed)
     valid: list[str | None]
     cost: int  # forward passes + explanations, counted once by the metric that built the pass
 
@@ -94,12 +101,12 @@ def logits_and_representation(
     return h, r
 
 
-def explain_all(batch: MetricInput, x: torch.Tensor, repeats: int, chunk: int) -> np.ndarray | str:
-    """The explainer's maps of ``x`` (``(B * repeats, ...)``, sample-major), in calls of at most
-    ``chunk`` inputs; each input's sample and target are its clean sample's."""
+def explain_all(batch: MetricInput, x: torch.Tensor, rows: np.ndarray, chunk: int) -> np.ndarray | str:
+    """The explainer's maps of ``x`` (one per row), in calls of at most ``chunk`` inputs; row ``i`` is a
+    perturbation of sample ``rows[i]``, whose sample and target it is explained with."""
     assert batch.explainer is not None and batch.model is not None
-    samples = [s for s in batch.samples for _ in range(repeats)]
-    targets = torch.as_tensor(np.repeat(np.asarray(batch.targets, dtype=np.int64).reshape(-1), repeats))
+    samples = [batch.samples[int(b)] for b in rows]
+    targets = torch.as_tensor(np.asarray(batch.targets, dtype=np.int64).reshape(-1)[rows])
     out: list[np.ndarray] = []
     for start in range(0, int(x.shape[0]), chunk):
         stop = start + chunk
@@ -113,7 +120,7 @@ def explain_all(batch: MetricInput, x: torch.Tensor, repeats: int, chunk: int) -
         if isinstance(maps, list):
             return "the explainer returned concept explanations"
         out.append(maps.detach().cpu().numpy() if isinstance(maps, torch.Tensor) else np.asarray(maps))
-    return np.concatenate(out).astype(np.float64)
+    return np.concatenate(out).astype(np.float64) if out else np.zeros((0, *x.shape[-2:]))
 
 
 def perturbed_pass(batch: MetricInput, n: int, radius: float, chunk: int) -> tuple[PerturbedPass | str, bool]:
@@ -136,19 +143,40 @@ def _build(batch: MetricInput, ctx: FaithfulnessBatch, n: int, radius: float, ch
     assert batch.model is not None
     size = len(ctx.ids)
     clean = ctx.device_inputs
-    perturbed = clean[:, None] + torch.from_numpy(noise(ctx, n, radius)).to(clean.device)  # (B, n, C, S, S)
-    flat = perturbed.reshape(size * n, *clean.shape[1:])
-    h_all, r_all = logits_and_representation(ctx, batch.model.module, torch.cat([clean, flat]))
-    maps = explain_all(batch, flat, n, chunk)
-    if isinstance(maps, str):
-        return maps
-    e_p = resize_maps(maps, ctx.saliency.shape[1:]).reshape(size, n, *ctx.saliency.shape[1:])
+    u = torch.from_numpy(noise(ctx, n, radius)).to(clean.device)  # (B, n, C, S, S)
+    perturbed = clean[:, None] + u
+    h_all, r_all = logits_and_representation(ctx, batch.model.module, torch.cat([clean, perturbed.flatten(0, 1)]))
+    forwards = size * (n + 1)
     h, h_p = h_all[:size], h_all[size:].reshape(size, n, -1)
-    same_class = h_p.argmax(-1) == h.argmax(-1)[:, None]
-    finite = np.isfinite(e_p.reshape(size, n, -1)).all(-1)
     r = r_p = None
     if r_all is not None:
         r, r_p = r_all[:size], r_all[size:].reshape(size, n, -1)
+    same_class = h_p.argmax(-1) == h.argmax(-1)[:, None]
+    radii = np.full(size, float(radius))
+    for k in range(1, HALVINGS + 1):  # the same noise, halved, for samples none of whose perturbations kept the class
+        redo = [b for b in range(size) if not ctx.valid[b] and not same_class[b].any()]
+        if not redo:
+            break
+        factor = 0.5**k  # exact in floating point: the perturbation's direction is unchanged
+        again = clean[redo][:, None] + u[redo] * factor
+        h_redo, r_redo = logits_and_representation(ctx, batch.model.module, again.flatten(0, 1))
+        forwards += len(redo) * n
+        perturbed[redo] = again
+        h_p[redo] = h_redo.reshape(len(redo), n, -1)
+        if r_p is not None and r_redo is not None:
+            r_p[redo] = r_redo.reshape(len(redo), n, -1)
+        same_class[redo] = h_p[redo].argmax(-1) == h[redo].argmax(-1)[:, None]
+        radii[redo] = radius * factor
+    explain = same_class.copy()
+    explain[[b for b in range(size) if ctx.valid[b]]] = False
+    rows, cols = np.nonzero(explain)
+    maps = explain_all(batch, perturbed[torch.as_tensor(rows), torch.as_tensor(cols)], rows, chunk)
+    if isinstance(maps, str):
+        return maps
+    e_p = np.full((size, n, *ctx.saliency.shape[1:]), np.nan)
+    if len(rows):
+        e_p[rows, cols] = resize_maps(maps, ctx.saliency.shape[1:]).reshape(len(rows), *ctx.saliency.shape[1:])
+    finite = np.isfinite(e_p.reshape(size, n, -1)).all(-1)
     return PerturbedPass(
         x=ctx.inputs.double().numpy(),
         x_p=perturbed.cpu().numpy(),
@@ -160,6 +188,7 @@ def _build(batch: MetricInput, ctx: FaithfulnessBatch, n: int, radius: float, ch
         r_p=r_p,
         same_class=same_class,
         finite=finite,
+        radius=radii,
         valid=list(ctx.valid),
-        cost=size * (n + 1) + size * n,
+        cost=forwards + len(rows),
     )

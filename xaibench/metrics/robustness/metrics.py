@@ -3,7 +3,8 @@
 Every metric shares one seeded perturbation pass per batch (:mod:`.context`): ``n`` inputs
 perturbed by uniform noise of radius ``radius`` in the model's normalised space, the explainer re-run
 on all of them in chunks, one batched forward for the logits. Perturbations that change the
-predicted class are dropped; a sample none of whose perturbations keeps it is n/a. Lower is better
+predicted class are dropped; a sample none of whose perturbations keeps it is tried again with the
+same noise halved (at most three times, the radius recorded in its curve), then n/a. Lower is better
 for every metric; the family is ranked within itself and stays out of the overall rank."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from xaibench.api import Metric, MetricInput, MetricOutput
 from xaibench.metrics.robustness import formulas as fr
-from xaibench.metrics.robustness.context import PerturbedPass, perturbed_pass
+from xaibench.metrics.robustness.context import HALVINGS, PerturbedPass, perturbed_pass
 from xaibench.params import Param
 
 EXPLAIN_CHUNK = 32
@@ -32,7 +33,7 @@ class RobustnessMetric(Metric):
     default = False
     needs = ("model",)
     licence = "Apache-2.0"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: halving the noise when no perturbation keeps the class
     reduce: ClassVar[str] = "max"
     undefined: ClassVar[str] = "ratio undefined on every kept perturbation"
     default_params: ClassVar[Mapping[str, Any]] = {"n": 10, "radius": 0.02}
@@ -58,7 +59,11 @@ class RobustnessMetric(Metric):
             if p.valid[b]:
                 reasons[b] = p.valid[b]
             elif not p.same_class[b].any():
-                reasons[b] = f"no perturbation kept the predicted class ({n} of {n} changed it)"
+                smallest = radius / 2**HALVINGS
+                reasons[b] = (
+                    f"no perturbation kept the predicted class ({n} of {n} changed it at radius {radius:g} "
+                    f"and at every halving down to {smallest:g})"
+                )
             elif not kept[b].any():
                 reasons[b] = "the explainer returned NaN or infinite values on every perturbed input"
             elif not np.isfinite(values[b]):
@@ -66,6 +71,8 @@ class RobustnessMetric(Metric):
             else:
                 scored = zip(ratios[b], kept[b], strict=True)
                 curves[b] = {"ratio": [float(r) if k and np.isfinite(r) else None for r, k in scored]}
+                if p.radius[b] != radius:  # the noise was halved until some perturbation kept the class
+                    curves[b]["radius"] = float(p.radius[b])
                 continue
             values[b] = np.nan
         return MetricOutput(values=values, reasons=reasons, curves=curves, forward_passes=p.cost * built)
@@ -79,7 +86,7 @@ class MaxSensitivity(RobustnessMetric):
 
     name = "max_sensitivity"
     default = True  # in the default suite (one shared pass serves the three default members)
-    version = "2.0.0"  # 2.0: robustness family; shared perturbations; class-changing perturbations dropped
+    version = "2.1.0"  # 2.0: robustness family, shared perturbations, class-changing ones dropped; 2.1: halving
     unit = "relative L2 distance"
     undefined = "all-zero saliency map: relative distance undefined"
     description = (
@@ -97,7 +104,7 @@ class AvgSensitivity(MaxSensitivity):
 
     name = "avg_sensitivity"
     default = True
-    version = "1.0.0"
+    version = "1.1.0"
     reduce = "mean"
     description = (
         "Avg-sensitivity: mean over n = 10 uniformly perturbed inputs (radius 0.02) that keep the predicted "
