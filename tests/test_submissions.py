@@ -18,6 +18,7 @@ from xaibench.cli import cli
 from xaibench.plugins import manager
 from xaibench.publish.board import build_leaderboard
 from xaibench.publish.submission import load_submission, load_submissions
+from xaibench.publish.submission_files import per_sample
 from xaibench.publish.validation import submission_schema, validate_file, validate_text
 from xaibench.runner.distributions import histogram, mean_curve
 from xaibench.site import build_site
@@ -285,8 +286,16 @@ def test_run_writes_valid_submissions_with_overlays_histograms_curves(
     assert Image.open(png).size == (224, 224)
     iou = track["metrics"]["iou"]
     assert sum(iou["histogram"]["counts"]) == iou["n"] == 5
-    assert sorted(iou["samples"]) == [f"shapes-test-{k:04d}" for k in range(5)]
-    assert np.mean(list(iou["samples"].values())) == pytest.approx(iou["mean"])
+    assert subs["random"]["schema"] == "xaibench.submission/2"
+    assert track["sample_ids"] == [f"shapes-test-{k:04d}" for k in range(5)]
+    assert "samples" not in iou and isinstance(iou["values"], str) and len(iou["values"]) == 56  # 5 x 8 bytes base64
+    samples = per_sample(track, iou)
+    assert samples is not None and np.mean(list(samples.values())) == pytest.approx(iou["mean"])
+    # the round trip: every per-sample value of the run summary reads back bit for bit
+    for who in ("random", "oracle"):
+        written = subs[who]["tracks"]["shapes"]
+        for metric, m in result.summary["tracks"]["shapes"]["explainers"][who]["metrics"].items():
+            assert per_sample(written, written["metrics"][metric]) == m["samples"], (who, metric)
     deletion = track["metrics"]["deletion"]["curve"]
     assert deletion["n"] == 5 and len(deletion["fraction"]) == 51 and deletion["fraction"][-1] == 1.0
     records = [json.loads(x) for x in (tmp_path / "work" / "results" / "shapes.jsonl").read_text().splitlines()]
