@@ -48,7 +48,7 @@ def test_published_schema_is_the_package_schema_and_a_valid_draft_2020_12_schema
     assert docs["properties"]["disclosure"]["required"] == ["tuned_on_benchmark"]
 
 
-@pytest.mark.parametrize("folder", sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()))
+@pytest.mark.parametrize("folder", sorted(p.name for p in GOLDEN.iterdir() if p.is_dir() and p.name.startswith("v1")))
 def test_golden_submissions_of_every_earlier_format_still_validate_load_rank_and_build(
     folder: str, tmp_path: Path
 ) -> None:
@@ -404,6 +404,25 @@ def _as_v2(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def test_golden_v2_files_validate_load_rank_and_build(tmp_path: Path) -> None:
+    root = GOLDEN / "v2-compact"
+    files = sorted(root.glob("*.json"))
+    assert [f.stem for f in files] == ["gradient", "oracle", "random"]
+    for f in files:
+        assert validate_file(f) == [], f
+        data = load_submission(f)
+        assert data["schema"] == "xaibench.submission/2"
+        track = data["tracks"]["shapes"]
+        assert track["sample_ids"] == [f"shapes-test-{k:04d}" for k in range(8)]
+        for block in track["metrics"].values():
+            samples = per_sample(track, block)
+            assert samples is not None and sum(v is not None for v in samples.values()) == block["n"]
+    board = build_leaderboard(root)
+    overall = {r["explainer"]: r["rank"] for r in board.rows if r["metric"] == "rank:overall"}
+    assert overall == {"oracle": 1, "gradient": 2, "random": 3}  # as the run that wrote them ranked them
+    assert (tmp_path / "site" / "index.html") in build_site(root, tmp_path / "site")
+
+
 def test_compact_track_layout_arithmetic_and_round_trip(valid: dict[str, Any]) -> None:
     v1_track = valid["tracks"]["synth-a"]
     track = compact_track(v1_track)
@@ -444,7 +463,7 @@ def test_v2_validates_and_builds_the_same_leaderboard_rows_as_v1(tmp_path: Path)
     assert build_leaderboard(v2).rows == rows
 
 
-@pytest.mark.parametrize("folder", sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()))
+@pytest.mark.parametrize("folder", sorted(p.name for p in GOLDEN.iterdir() if p.is_dir() and p.name.startswith("v1")))
 def test_golden_v1_files_build_the_same_rows_as_their_v2_layout(folder: str, tmp_path: Path) -> None:
     root = tmp_path / folder
     shutil.copytree(GOLDEN / folder, root)
