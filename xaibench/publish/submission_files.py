@@ -1,4 +1,6 @@
-"""Submission files as read: each file opened once per build, and the typed :class:`Submission`.
+"""Submission files as read: each file opened once per build, the typed :class:`Submission`,
+and the per-sample values of either format version (:func:`per_sample`, :func:`metric_values`,
+:func:`compact_track`: see "per-sample values" below).
 
 ``xaibench leaderboard build`` validates every submission file, ranks them and builds the site;
 validation, loading and the site's copy and digest of each file all take its bytes from
