@@ -534,3 +534,36 @@ def test_each_malformed_v2_case_is_one_line_naming_file_and_path(
     assert issue.file == str(path) and issue.pointer.endswith(where), issue
     assert message in issue.message, issue
     assert str(issue).startswith(f"{path}:{issue.line}:{issue.column}: ")
+
+
+def test_a_run_adding_a_track_to_a_v1_file_rewrites_it_whole_as_v2(valid: dict[str, Any]) -> None:
+    from xaibench.publish.submission import build_submission
+
+    old = valid["tracks"]["synth-a"]
+    new = copy.deepcopy(valid["tracks"]["synth-b"])
+    summary: Any = {
+        "schema": "xaibench.summary/1",
+        "run": {"seed": valid["seed"], "suite": "synthetic", "plugins": []},
+        "tracks": {
+            "synth-b": {
+                "provenance": new["provenance"],
+                "explainers": {
+                    "alpha": {
+                        "explainer": valid["explainer"],
+                        "explained": new["explained"],
+                        "explain_seconds": new["explain_seconds"],
+                        "metrics": new["metrics"],
+                    }
+                },
+            }
+        },
+    }
+    data = build_submission(summary, "alpha", {"tracks": {"synth-a": old}, "disclosure": valid["disclosure"]})
+    assert data["schema"] == "xaibench.submission/2" and list(data["tracks"]) == ["synth-a", "synth-b"]
+    for name, before in (("synth-a", old), ("synth-b", new)):
+        track = data["tracks"][name]
+        assert "sample_ids" in track
+        for metric, block in track["metrics"].items():
+            assert "samples" not in block
+            assert per_sample(track, block) == before["metrics"][metric]["samples"], (name, metric)
+    assert validate_text(_text(dict(data)), "alpha.json") == []
