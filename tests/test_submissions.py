@@ -567,3 +567,14 @@ def test_a_run_adding_a_track_to_a_v1_file_rewrites_it_whole_as_v2(valid: dict[s
             assert "samples" not in block
             assert per_sample(track, block) == before["metrics"][metric]["samples"], (name, metric)
     assert validate_text(_text(dict(data)), "alpha.json") == []
+
+
+def test_two_malformed_v2_problems_are_two_lines(valid: dict[str, Any]) -> None:
+    data = _as_v2(valid)
+    _break(data, "duplicate-id")
+    _break(data, "short")
+    issues = validate_text(_text(data), "alpha.json")
+    assert [(i.pointer, i.message) for i in issues] == [
+        ("/tracks/synth-a/sample_ids", "sample id 's00' is listed twice in sample_ids (each sample once)"),
+        ("/tracks/synth-a/metrics/iou/values", "values has 9 entries but sample_ids has 10"),
+    ]

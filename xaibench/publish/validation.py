@@ -331,12 +331,12 @@ def _with_samples(track: Any, m: MetricSummary) -> tuple[MetricSummary, list[str
     ids = metric_ids(track, m)
     if ids is None:
         return bare, None, ("values", "values without sample_ids (on the track or the metric)")
-    if len(set(ids)) != len(ids):
-        return bare, None, None  # reported once, at the duplicated id
     try:
         samples = per_sample(track, m)
     except ValueError as exc:
         return bare, None, ("values", str(exc))
+    if len(set(ids)) != len(ids):
+        return bare, None, None  # reported once, at the duplicated id
     return cast(MetricSummary, {**bare, "samples": samples}), ids, None
 
 
