@@ -299,6 +299,21 @@ def test_recorded_values_skip_na_and_reject_bad_values(tmp_path: Path) -> None:
         recorded_values(path, data)
 
 
+def test_recorded_values_of_v2_skip_na_and_reject_bad_values(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    track: dict[str, Any] = {"sample_ids": ["a", "b", "c"], "metrics": {"m": {"values": encode_values([0.5, None, 1])}}}
+    data: dict[str, Any] = {"tracks": {"t": track}}
+    assert recorded_values(path, data) == [Record("t", "m", "a", 0.5), Record("t", "m", "c", 1.0)]
+    track["metrics"]["m"]["values"] = [0.5, None, 1]  # the hand-written array form reads the same
+    assert recorded_values(path, data) == [Record("t", "m", "a", 0.5), Record("t", "m", "c", 1.0)]
+    track["metrics"]["m"]["values"] = encode_values([0.5, float("-inf"), 1])
+    with pytest.raises(XaibenchError, match=r"x\.json: tracks/t/metrics/m/values/b is -inf, not a number or null"):
+        recorded_values(path, data)
+    track["metrics"]["m"]["values"] = encode_values([0.5, 1])
+    with pytest.raises(XaibenchError, match=r"x\.json: tracks/t/metrics/m: values has 2 entries but sample_ids has 3"):
+        recorded_values(path, data)
+
+
 def test_run_config_samples_restricts_a_track_to_those_ids_within_the_limit(tmp_path: Path) -> None:
     config = RunConfig(
         explainers=["random"],

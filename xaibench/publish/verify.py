@@ -175,20 +175,27 @@ def recorded_values(path: Path, data: Mapping[str, Any]) -> list[Record]:
                 except ValueError as exc:
                     raise XaibenchError(f"{path}: {where}: {exc}") from None
                 assert got is not None
-                pairs: list[tuple[str, Any]] = list(zip(got[0], got[1].tolist(), strict=True))
-                field = "values"
-            elif "samples" in summary and summary["samples"] is not None:
-                if not isinstance(summary["samples"], dict):
-                    raise XaibenchError(f"{path}: {where}/samples is not an object")
-                pairs, field = list(summary["samples"].items()), "samples"
-            else:
+                ids, values = got
+                maps += 1
+                infinite = np.flatnonzero(np.isinf(values))
+                if infinite.size:
+                    k = int(infinite[0])
+                    bad = float(values[k])
+                    raise XaibenchError(f"{path}: {where}/values/{ids[k]} is {bad!r}, not a number or null")
+                kept = np.flatnonzero(~np.isnan(values))  # NaN: n/a
+                t, m = str(track), str(metric)
+                out += [Record(t, m, ids[k], v) for k, v in zip(kept.tolist(), values[kept].tolist(), strict=True)]
                 continue
+            if summary.get("samples") is None:
+                continue
+            if not isinstance(summary["samples"], dict):
+                raise XaibenchError(f"{path}: {where}/samples is not an object")
             maps += 1
-            for sample_id, value in pairs:
-                if value is None or (isinstance(value, float) and math.isnan(value) and field == "values"):
+            for sample_id, value in summary["samples"].items():
+                if value is None:
                     continue
                 if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                    raise XaibenchError(f"{path}: {where}/{field}/{sample_id} is {value!r}, not a number or null")
+                    raise XaibenchError(f"{path}: {where}/samples/{sample_id} is {value!r}, not a number or null")
                 out.append(Record(str(track), str(metric), str(sample_id), float(value)))
     if not maps:
         raise XaibenchError(
