@@ -19,6 +19,7 @@ import pytest
 from tests._distributions import write_distribution
 from xaibench.cli import main
 from xaibench.plugins import manager
+from xaibench.publish.submission_files import decode_values, encode_values
 from xaibench.runner import evaluate
 from xaibench.runner.run import RunConfig, run
 
@@ -139,9 +140,10 @@ def test_submission_verify_reports_the_true_mismatch_when_the_plugin_patches_the
     assert info.value.code in (0, None)
     path = tmp_path / "s" / "patcher.json"
     data = json.loads(path.read_text())
-    samples = data["tracks"]["shapes"]["metrics"]["iou"]["samples"]
-    first = sorted(samples)[0]
-    samples[first] += 0.25
+    track = data["tracks"]["shapes"]
+    values = decode_values(track["metrics"]["iou"]["values"]).tolist()  # xaibench.submission/2
+    values[track["sample_ids"].index(sorted(track["sample_ids"])[0])] += 0.25
+    track["metrics"]["iou"]["values"] = encode_values(values)
     path.write_text(json.dumps(data))
     capsys.readouterr()
     with pytest.raises(SystemExit) as info:

@@ -17,6 +17,7 @@ from _site_data import submission
 from xaibench.errors import XaibenchError
 from xaibench.publish.board import build_leaderboard
 from xaibench.publish.recompute import MAX_MAGNITUDE
+from xaibench.publish.submission_files import compact_track, decode_values, encode_values
 from xaibench.publish.validation import require_valid, validate_text
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
@@ -151,3 +152,44 @@ def test_the_leaderboard_build_refuses_a_file_whose_mean_is_not_its_values(tmp_p
     )
     (folder / "beta.json").unlink()
     assert build_leaderboard(folder).rows  # the other file alone builds
+
+
+# ----------------------------------------------------------------------------- the same checks on /2
+
+
+def _v2(data: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    out["schema"] = "xaibench.submission/2"
+    out["tracks"] = {name: compact_track(t) for name, t in out["tracks"].items()}
+    return out
+
+
+def _set(data: dict[str, Any], sample: str, value: float) -> None:
+    """Set one per-sample value of synth-a/iou in a /2 file."""
+    track = data["tracks"]["synth-a"]
+    values = decode_values(track["metrics"]["iou"]["values"]).tolist()
+    values[track["sample_ids"].index(sample)] = value
+    track["metrics"]["iou"]["values"] = encode_values(values)
+
+
+def test_v2_summary_numbers_must_follow_from_the_values_too(alpha: dict[str, Any]) -> None:
+    data = _v2(alpha)
+    assert _messages(data) == []
+    _iou(data).update(mean=0.99, ci_high=1.0)
+    assert _messages(data) == [
+        "/tracks/synth-a/metrics/iou/mean track synth-a, metric iou, explainer alpha: "
+        "mean 0.99 but its 10 per-sample values average 0.62"
+    ]
+    data = _v2(alpha)
+    _set(data, "s03", _iou(alpha)["samples"]["s03"] + 1e-6)  # one value moved: the mean no longer follows
+    [message] = _messages(data)
+    assert message.startswith("/tracks/synth-a/metrics/iou/mean ") and "average 0.6200001" in message
+
+
+@pytest.mark.parametrize("value", [1e308, float("inf"), -float("inf")])
+def test_v2_per_sample_value_beyond_the_bound_points_at_its_index(alpha: dict[str, Any], value: float) -> None:
+    data = _v2(alpha)
+    _set(data, "s03", value)
+    [message] = _messages(data)
+    assert message.startswith("/tracks/synth-a/metrics/iou/values/3 track synth-a, metric iou, explainer alpha: ")
+    assert "per-sample value of 's03' " in message

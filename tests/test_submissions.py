@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import numpy as np
 import pytest
-from _site_data import submission
+from _site_data import submission, write_submissions
 from click.testing import CliRunner
 
 from xaibench.api import Explainer, TrackSpec
@@ -18,6 +19,7 @@ from xaibench.cli import cli
 from xaibench.plugins import manager
 from xaibench.publish.board import build_leaderboard
 from xaibench.publish.submission import load_submission, load_submissions
+from xaibench.publish.submission_files import compact_track, decode_values, encode_values, per_sample
 from xaibench.publish.validation import submission_schema, validate_file, validate_text
 from xaibench.runner.distributions import histogram, mean_curve
 from xaibench.site import build_site
@@ -46,7 +48,7 @@ def test_published_schema_is_the_package_schema_and_a_valid_draft_2020_12_schema
     assert docs["properties"]["disclosure"]["required"] == ["tuned_on_benchmark"]
 
 
-@pytest.mark.parametrize("folder", sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()))
+@pytest.mark.parametrize("folder", sorted(p.name for p in GOLDEN.iterdir() if p.is_dir() and p.name.startswith("v1")))
 def test_golden_submissions_of_every_earlier_format_still_validate_load_rank_and_build(
     folder: str, tmp_path: Path
 ) -> None:
@@ -285,8 +287,16 @@ def test_run_writes_valid_submissions_with_overlays_histograms_curves(
     assert Image.open(png).size == (224, 224)
     iou = track["metrics"]["iou"]
     assert sum(iou["histogram"]["counts"]) == iou["n"] == 5
-    assert sorted(iou["samples"]) == [f"shapes-test-{k:04d}" for k in range(5)]
-    assert np.mean(list(iou["samples"].values())) == pytest.approx(iou["mean"])
+    assert subs["random"]["schema"] == "xaibench.submission/2"
+    assert track["sample_ids"] == [f"shapes-test-{k:04d}" for k in range(5)]
+    assert "samples" not in iou and isinstance(iou["values"], str) and len(iou["values"]) == 56  # 5 x 8 bytes base64
+    samples = per_sample(track, iou)
+    assert samples is not None and np.mean(list(samples.values())) == pytest.approx(iou["mean"])
+    # the round trip: every per-sample value of the run summary reads back bit for bit
+    for who in ("random", "oracle"):
+        written = subs[who]["tracks"]["shapes"]
+        for metric, m in result.summary["tracks"]["shapes"]["explainers"][who]["metrics"].items():
+            assert per_sample(written, written["metrics"][metric]) == m["samples"], (who, metric)
     deletion = track["metrics"]["deletion"]["curve"]
     assert deletion["n"] == 5 and len(deletion["fraction"]) == 51 and deletion["fraction"][-1] == 1.0
     records = [json.loads(x) for x in (tmp_path / "work" / "results" / "shapes.jsonl").read_text().splitlines()]
@@ -381,3 +391,190 @@ def test_submitting_doc_commands_exist_and_screenshot_is_a_small_png() -> None:
     assert "FILE:LINE:COLUMN" in validate_help
     for option in ("--submissions", "--out", "--site", "--no-site"):
         assert option in build_help and option in text
+
+
+# ----------------------------------------------------------------------------- xaibench.submission/2
+
+
+def _as_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """A /1 submission in the /2 layout, as the writer makes it."""
+    out = copy.deepcopy(data)
+    out["schema"] = "xaibench.submission/2"
+    out["tracks"] = {name: compact_track(t) for name, t in out["tracks"].items()}
+    return out
+
+
+def test_golden_v2_files_validate_load_rank_and_build(tmp_path: Path) -> None:
+    root = GOLDEN / "v2-compact"
+    files = sorted(root.glob("*.json"))
+    assert [f.stem for f in files] == ["gradient", "oracle", "random"]
+    for f in files:
+        assert validate_file(f) == [], f
+        data = load_submission(f)
+        assert data["schema"] == "xaibench.submission/2"
+        track = data["tracks"]["shapes"]
+        assert track["sample_ids"] == [f"shapes-test-{k:04d}" for k in range(8)]
+        for block in track["metrics"].values():
+            samples = per_sample(track, block)
+            assert samples is not None and sum(v is not None for v in samples.values()) == block["n"]
+    board = build_leaderboard(root)
+    overall = {r["explainer"]: r["rank"] for r in board.rows if r["metric"] == "rank:overall"}
+    assert overall == {"oracle": 1, "gradient": 2, "random": 3}  # as the run that wrote them ranked them
+    assert (tmp_path / "site" / "index.html") in build_site(root, tmp_path / "site")
+
+
+def test_compact_track_layout_arithmetic_and_round_trip(valid: dict[str, Any]) -> None:
+    v1_track = valid["tracks"]["synth-a"]
+    track = compact_track(v1_track)
+    ids = list(v1_track["metrics"]["iou"]["samples"])
+    assert len(ids) == 10 and track["sample_ids"] == ids
+    assert list(track) == ["provenance", "explained", "explain_seconds", "sample_ids", "metrics", "examples"]
+    for name, block in track["metrics"].items():
+        assert "samples" not in block and "sample_ids" not in block
+        # 10 float64 = 80 bytes -> 4 * ceil(80 / 3) = 108 base64 characters (10.8 a value)
+        assert len(block["values"]) == 108
+        assert per_sample(track, block) == v1_track["metrics"][name]["samples"]  # bit for bit, None for n/a
+        kept = {k: v for k, v in v1_track["metrics"][name].items() if k != "samples"}
+        assert {k: v for k, v in block.items() if k != "values"} == kept  # the rest keeps its meaning
+    assert compact_track(track) == track  # a /2 block comes back equal
+    # 1,000 samples: 8,000 bytes -> 10,668 characters; 20 tracks x 30 metrics of them = 6.4 MB
+    assert len(encode_values([0.5] * 1000)) == 10668
+    # a metric with other samples than the track's keeps its own ids; n/a is NaN, read back as None
+    other = copy.deepcopy(v1_track)
+    other["metrics"]["mae"]["samples"] = {"x": 0.25, "y": None}
+    mixed = compact_track(other)
+    assert mixed["metrics"]["mae"]["sample_ids"] == ["x", "y"] and "sample_ids" not in mixed["metrics"]["iou"]
+    assert per_sample(mixed, mixed["metrics"]["mae"]) == {"x": 0.25, "y": None}
+    assert np.isnan(decode_values(mixed["metrics"]["mae"]["values"])[1])
+    # a hand-written /2 array reads like the base64 form
+    assert per_sample({"sample_ids": ["a", "b"]}, {"values": [0.25, None]}) == {"a": 0.25, "b": None}
+
+
+def test_v2_validates_and_builds_the_same_leaderboard_rows_as_v1(tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    write_submissions(v1, ("alpha", "beta", "gamma"))
+    shutil.copytree(v1, v2)
+    for path in sorted(v2.glob("*.json")):
+        path.write_text(_text(_as_v2(json.loads(path.read_text(encoding="utf-8")))), encoding="utf-8")
+        assert validate_file(path) == [], path
+        assert load_submission(path)["schema"] == "xaibench.submission/2"
+    rows = build_leaderboard(v1).rows
+    assert any(r["rank"] is not None for r in rows)  # ranked: the per-sample values were read
+    assert build_leaderboard(v2).rows == rows
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in GOLDEN.iterdir() if p.is_dir() and p.name.startswith("v1")))
+def test_golden_v1_files_build_the_same_rows_as_their_v2_layout(folder: str, tmp_path: Path) -> None:
+    root = tmp_path / folder
+    shutil.copytree(GOLDEN / folder, root)
+    before = build_leaderboard(root).rows
+    for path in sorted(root.glob("*.json")):
+        path.write_text(_text(_as_v2(json.loads(path.read_text(encoding="utf-8")))), encoding="utf-8")
+        assert validate_file(path) == [], path
+    assert build_leaderboard(root).rows == before
+
+
+def _values_of(track: dict[str, Any], metric: str) -> list[float | None]:
+    return [None if np.isnan(v) else v for v in decode_values(track["metrics"][metric]["values"]).tolist()]
+
+
+def _break(data: dict[str, Any], case: str) -> None:
+    track = data["tracks"]["synth-a"]
+    iou = track["metrics"]["iou"]
+    values = _values_of(track, "iou")
+    if case == "short":
+        iou["values"] = encode_values(values[:-1])
+    elif case == "duplicate-id":
+        track["sample_ids"][1] = track["sample_ids"][0]
+    elif case == "infinite":
+        iou["values"] = encode_values([float("inf"), *values[1:]])
+    elif case == "not-base64":
+        iou["values"] = iou["values"][:-2]  # valid characters, broken padding
+    elif case == "not-float64":
+        iou["values"] = encode_values(values)[:-12] + "AAAA"  # 24 groups of 3 bytes, then 3 bytes: 75
+    elif case == "no-ids":
+        del track["sample_ids"]
+        for name, block in track["metrics"].items():
+            if name != "iou":
+                del block["values"]
+    elif case == "v1-key":
+        iou["samples"] = {}
+    elif case == "string-item":
+        iou["values"] = ["x", *values[1:]]
+    elif case == "na-count":
+        iou["values"] = encode_values([None, *values[1:]])
+    elif case == "tampered":
+        iou["values"] = encode_values([values[0] + 0.5, *values[1:]])  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("case", "where", "message"),
+    [
+        ("short", "iou/values", "values has 9 entries but sample_ids has 10"),
+        ("duplicate-id", "synth-a/sample_ids", "is listed twice in sample_ids (each sample once)"),
+        ("infinite", "iou/values/0", "per-sample value of 's00' is inf, not a finite number"),
+        ("not-base64", "iou/values", "values is not valid base64"),
+        ("not-float64", "iou/values", "values decodes to 75 bytes, not a whole number of float64"),
+        ("no-ids", "iou/values", "values without sample_ids (on the track or the metric)"),
+        ("v1-key", "iou/samples", "samples is a key of xaibench.submission/1"),
+        ("string-item", "iou/values", "schema: "),
+        ("na-count", "iou/values", "values has 9 values and 1 n/a but n = 10, n_na = 0"),
+        ("tampered", "iou/mean", "per-sample values average"),
+    ],
+)
+def test_each_malformed_v2_case_is_one_line_naming_file_and_path(
+    tmp_path: Path, valid: dict[str, Any], case: str, where: str, message: str
+) -> None:
+    data = _as_v2(valid)
+    assert validate_text(_text(data), "alpha.json", tmp_path) == []
+    _break(data, case)
+    path = tmp_path / "alpha.json"
+    path.write_text(_text(data), encoding="utf-8")
+    [issue] = validate_file(path)
+    assert issue.file == str(path) and issue.pointer.endswith(where), issue
+    assert message in issue.message, issue
+    assert str(issue).startswith(f"{path}:{issue.line}:{issue.column}: ")
+
+
+def test_a_run_adding_a_track_to_a_v1_file_rewrites_it_whole_as_v2(valid: dict[str, Any]) -> None:
+    from xaibench.publish.submission import build_submission
+
+    old = valid["tracks"]["synth-a"]
+    new = copy.deepcopy(valid["tracks"]["synth-b"])
+    summary: Any = {
+        "schema": "xaibench.summary/1",
+        "run": {"seed": valid["seed"], "suite": "synthetic", "plugins": []},
+        "tracks": {
+            "synth-b": {
+                "provenance": new["provenance"],
+                "explainers": {
+                    "alpha": {
+                        "explainer": valid["explainer"],
+                        "explained": new["explained"],
+                        "explain_seconds": new["explain_seconds"],
+                        "metrics": new["metrics"],
+                    }
+                },
+            }
+        },
+    }
+    data = build_submission(summary, "alpha", {"tracks": {"synth-a": old}, "disclosure": valid["disclosure"]})
+    assert data["schema"] == "xaibench.submission/2" and list(data["tracks"]) == ["synth-a", "synth-b"]
+    for name, before in (("synth-a", old), ("synth-b", new)):
+        track = data["tracks"][name]
+        assert "sample_ids" in track
+        for metric, block in track["metrics"].items():
+            assert "samples" not in block
+            assert per_sample(track, block) == before["metrics"][metric]["samples"], (name, metric)
+    assert validate_text(_text(dict(data)), "alpha.json") == []
+
+
+def test_two_malformed_v2_problems_are_two_lines(valid: dict[str, Any]) -> None:
+    data = _as_v2(valid)
+    _break(data, "duplicate-id")
+    _break(data, "short")
+    issues = validate_text(_text(data), "alpha.json")
+    assert [(i.pointer, i.message) for i in issues] == [
+        ("/tracks/synth-a/sample_ids", "sample id 's00' is listed twice in sample_ids (each sample once)"),
+        ("/tracks/synth-a/metrics/iou/values", "values has 9 entries but sample_ids has 10"),
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import shutil
@@ -14,6 +15,7 @@ import pytest
 from xaibench.cli import main
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import get_registry
+from xaibench.publish.submission_files import decode_values, encode_values, per_sample
 from xaibench.publish.validation import validate_file
 from xaibench.publish.verify import Record, choose, recorded_values
 from xaibench.runner.run import RunConfig, Runner
@@ -67,14 +69,44 @@ def _save(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
+def _values(data: dict[str, Any], metric: str) -> dict[str, float | None]:
+    """Sample id -> value of a metric of track shapes (either version)."""
+    track = data["tracks"]["shapes"]
+    samples = per_sample(track, track["metrics"][metric])
+    assert samples is not None
+    return samples
+
+
+def _set_value(data: dict[str, Any], metric: str, sample_id: str, value: float) -> None:
+    """Change one value of a /2 file's ``values`` (base64 float64)."""
+    track = data["tracks"]["shapes"]
+    block = track["metrics"][metric]
+    values = decode_values(block["values"]).tolist()
+    values[track["sample_ids"].index(sample_id)] = value
+    block["values"] = encode_values(values)
+
+
+def _as_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """The same submission in today's /1 layout: a ``samples`` map per metric."""
+    out = copy.deepcopy(data)
+    out["schema"] = "xaibench.submission/1"
+    for track in out["tracks"].values():
+        for block in track["metrics"].values():
+            block["samples"] = per_sample(track, block)
+            del block["values"]
+        del track["sample_ids"]
+    return out
+
+
 def test_a_fresh_submission_verifies_and_records_the_verification(
     subs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = subs / "gradient.json"
     before = _load(path)
-    values = before["tracks"]["shapes"]["metrics"]
-    assert all(sorted(values[m]["samples"]) == IDS for m in METRICS)
-    assert all(isinstance(values[m]["samples"][s], float) for m in METRICS for s in IDS)  # 24 records
+    assert before["schema"] == "xaibench.submission/2" and before["tracks"]["shapes"]["sample_ids"] == IDS
+    values = {m: _values(before, m) for m in METRICS}
+    assert all(sorted(values[m]) == IDS for m in METRICS)
+    assert all(isinstance(values[m][s], float) for m in METRICS for s in IDS)  # 24 records
     chosen = choose(recorded_values(path, before), 16)
     samples = {r.sample_id for r in chosen}
     code, lines = _cli(capsys, "submission", "verify", path)
@@ -91,6 +123,23 @@ def test_a_fresh_submission_verifies_and_records_the_verification(
     assert abs((dt.datetime.now(dt.UTC) - stamp).total_seconds()) < 600
     assert block == {"checked": 16, "matched": 16, "tolerance": 1e-06, "passed": True, "xaibench": __version__}
     assert validate_file(path) == []
+
+
+def test_a_submission_in_the_v1_layout_still_validates_and_verifies_and_stays_v1(
+    subs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = subs / "gradient.json"
+    v2 = _load(path)
+    v1 = _as_v1(v2)
+    _save(path, v1)
+    assert validate_file(path) == []
+    assert recorded_values(path, v1) == recorded_values(path, v2)  # 24 records, the same values bit for bit
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", 4)
+    assert code == 0, lines
+    assert lines[-1] == "verified: 4 of 4 records match to 1e-06"
+    after = _load(path)
+    assert after.pop("verification")["passed"] is True
+    assert after == v1  # recorded in the file's own layout
 
 
 def test_a_subset_re_runs_only_the_chosen_samples_and_matches(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,12 +160,12 @@ def test_a_subset_re_runs_only_the_chosen_samples_and_matches(subs: Path, capsys
 def test_hand_edited_values_fail_naming_exactly_those_records(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = subs / "gradient.json"
     data = _load(path)
-    metrics = data["tracks"]["shapes"]["metrics"]
-    true_iou = metrics["iou"]["samples"]["shapes-test-0003"]
-    true_deletion = metrics["deletion"]["samples"]["shapes-test-0006"]
-    metrics["iou"]["samples"]["shapes-test-0003"] = true_iou + 0.25
-    metrics["deletion"]["samples"]["shapes-test-0006"] = true_deletion - 2e-6  # just past the tolerance
-    metrics["deletion"]["samples"]["shapes-test-0001"] += 5e-7  # within it: still a match
+    true_iou = _values(data, "iou")["shapes-test-0003"]
+    true_deletion = _values(data, "deletion")["shapes-test-0006"]
+    assert true_iou is not None and true_deletion is not None
+    _set_value(data, "iou", "shapes-test-0003", true_iou + 0.25)
+    _set_value(data, "deletion", "shapes-test-0006", true_deletion - 2e-6)  # just past the tolerance
+    _set_value(data, "deletion", "shapes-test-0001", _values(data, "deletion")["shapes-test-0001"] + 5e-7)  # type: ignore[operator]
     _save(path, data)
     code, lines = _cli(capsys, "submission", "verify", path, "--samples", 100)
     assert code == 1, lines
@@ -182,7 +231,7 @@ def test_a_recorded_device_missing_here_re_runs_on_the_cpu_and_says_so(
 
 def _no_samples(data: dict[str, Any]) -> None:
     for block in data["tracks"]["shapes"]["metrics"].values():
-        del block["samples"]
+        del block["values"]
 
 
 def _unknown_explainer(data: dict[str, Any]) -> None:
@@ -247,6 +296,21 @@ def test_recorded_values_skip_na_and_reject_bad_values(tmp_path: Path) -> None:
         recorded_values(path, data)
     data["tracks"]["t"]["metrics"]["m"]["samples"] = {"a": None}
     with pytest.raises(XaibenchError, match="every recorded value is n/a"):
+        recorded_values(path, data)
+
+
+def test_recorded_values_of_v2_skip_na_and_reject_bad_values(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    track: dict[str, Any] = {"sample_ids": ["a", "b", "c"], "metrics": {"m": {"values": encode_values([0.5, None, 1])}}}
+    data: dict[str, Any] = {"tracks": {"t": track}}
+    assert recorded_values(path, data) == [Record("t", "m", "a", 0.5), Record("t", "m", "c", 1.0)]
+    track["metrics"]["m"]["values"] = [0.5, None, 1]  # the hand-written array form reads the same
+    assert recorded_values(path, data) == [Record("t", "m", "a", 0.5), Record("t", "m", "c", 1.0)]
+    track["metrics"]["m"]["values"] = encode_values([0.5, float("-inf"), 1])
+    with pytest.raises(XaibenchError, match=r"x\.json: tracks/t/metrics/m/values/b is -inf, not a number or null"):
+        recorded_values(path, data)
+    track["metrics"]["m"]["values"] = encode_values([0.5, 1])
+    with pytest.raises(XaibenchError, match=r"x\.json: tracks/t/metrics/m: values has 2 entries but sample_ids has 3"):
         recorded_values(path, data)
 
 

@@ -46,7 +46,7 @@ from xaibench.publish.shapes import (
     Superseded,
     WinRates,
 )
-from xaibench.publish.submission_files import Submission
+from xaibench.publish.submission_files import Submission, per_sample
 from xaibench.seeds import derive_seed
 from xaibench.stats import N_BOOTSTRAP, bootstrap_ci
 
@@ -496,7 +496,7 @@ def entries_from_submissions(submissions: Iterable[Submission | tuple[Path, Subm
             for metric_id, m in (metrics if isinstance(metrics, dict) else {}).items():
                 if not isinstance(m, dict):
                     continue
-                samples = m.get("samples")
+                samples = _per_sample(track, m)
                 params = m.get("params")
                 entries.append(
                     Entry(
@@ -511,11 +511,19 @@ def entries_from_submissions(submissions: Iterable[Submission | tuple[Path, Subm
                         ci_high=_num(m.get("ci_high")),
                         n=_count(m.get("n")),
                         n_na=_count(m.get("n_na")),
-                        samples={str(k): _num(v) for k, v in samples.items()} if isinstance(samples, dict) else None,
+                        samples={str(k): _num(v) for k, v in samples.items()} if samples is not None else None,
                         params=params if isinstance(params, dict) else {},
                     )
                 )
     return entries
+
+
+def _per_sample(track: Mapping[str, object], m: Mapping[str, object]) -> dict[str, float | None] | None:
+    """A metric's per-sample values, ``/1`` map or ``/2`` arrays; ``None`` when absent or unreadable."""
+    try:
+        return per_sample(track, m)
+    except ValueError:
+        return None
 
 
 def _count(x: object) -> int:

@@ -1,9 +1,11 @@
 """A submission's summary numbers checked against its own per-sample values.
 
-``xaibench run`` writes, for each (track, metric), the per-sample values (``samples``) and the
-summary the leaderboard shows: ``n``, ``n_na``, ``na_reasons``, ``mean`` and the 95 % interval
-(:func:`xaibench.stats.summarise`). A file edited by hand can claim a mean its values do not
-have; this module recomputes the summary and says what differs, one message per finding.
+``xaibench run`` writes, for each (track, metric), the per-sample values (``/2``: ``values``
+against the track's ``sample_ids``; ``/1``: ``samples``; validation hands either to
+:func:`summary_errors` as the ``samples`` map) and the summary the leaderboard shows: ``n``,
+``n_na``, ``na_reasons``, ``mean`` and the 95 % interval (:func:`xaibench.stats.summarise`).
+A file edited by hand can claim a mean its values do not have; this module recomputes the summary
+and says what differs, one message per finding.
 
 Rules (docs/submitting.md):
 

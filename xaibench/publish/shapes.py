@@ -1,7 +1,7 @@
 """The shapes of the JSON documents publishing reads and writes, as ``TypedDict`` classes.
 
 Three documents: the run summary (``summary.json``, read when the submissions of a run are
-written), a submission file (``xaibench.submission/1``: docs/results.md and
+written), a submission file (``xaibench.submission/2``, ``/1`` still read: docs/results.md and
 docs/submission.schema.json) and the leaderboard (``xaibench.leaderboard/2``: its rows, family
 verdicts, win rates and explainer blocks). They stay plain dicts at run time, so what is written
 is exactly what was built, key order included; the classes say which keys a reader may expect.
@@ -78,7 +78,14 @@ class MetricSummary(TypedDict, total=False):
     histogram: Histogram
     curve: Curve
     samples: dict[str, float | None]
-    """Sample id -> value (None for n/a); what the paired ranking compares."""
+    """Sample id -> value (None for n/a); what the paired ranking compares. The run summary's
+    and ``xaibench.submission/1``'s form; ``/2`` writes ``values`` instead."""
+    values: list[float | None] | str
+    """``xaibench.submission/2``: the per-sample values aligned with the track's ``sample_ids``
+    (or the metric's own): base64 of little-endian float64 (NaN for n/a), or a JSON array (None
+    for n/a). Read through :func:`xaibench.publish.submission_files.per_sample`."""
+    sample_ids: list[str]
+    """``/2``: the ids of this metric's ``values`` when they are not the track's."""
 
 
 class Explained(TypedDict, total=False):
@@ -201,6 +208,8 @@ class TrackResults(TypedDict, total=False):
     provenance: Provenance
     explained: Explained
     explain_seconds: float
+    sample_ids: list[str]
+    """``xaibench.submission/2``: the sample ids every metric's ``values`` align with (each once)."""
     metrics: dict[str, MetricSummary]
     examples: list[Example]
 
@@ -213,7 +222,7 @@ class SubmittedRun(TypedDict, total=False):
 
 
 class SubmissionData(TypedDict):
-    """A submission file (``xaibench.submission/1``); :func:`xaibench.publish.submission.load_submission`
+    """A submission file (``xaibench.submission/1`` or ``/2``); :func:`xaibench.publish.submission.load_submission`
     checks the schema name and that ``explainer`` (with a ``name``) and ``tracks`` are objects."""
 
     schema: str

@@ -1,9 +1,12 @@
 """Submission files: one JSON per explainer with per-track summaries and provenance.
 
 The leaderboard is built only from these files (data, never code). Schema
-``xaibench.submission/1`` is documented in docs/results.md and published as JSON Schema in
-docs/submission.schema.json (the package's copy: ``xaibench/data/submission.schema.json``);
-``xaibench submission validate`` checks a file against it (:mod:`xaibench.publish.validation`).
+``xaibench.submission/2`` (per-sample values as arrays against one sample-id list per track,
+:func:`xaibench.publish.submission_files.compact_track`) is written; ``/1`` (a sample id ->
+value map per metric) is still read, validated and verified. Both are documented in
+docs/results.md and published as JSON Schema in docs/submission.schema.json (the package's
+copy: ``xaibench/data/submission.schema.json``); ``xaibench submission validate`` checks a file
+against it (:mod:`xaibench.publish.validation`).
 
 The disclosure is never silently lost: rewriting a submission keeps the submitter's
 ``notes`` and a ``true`` ``tuned_on_benchmark``/``reference_only`` from the earlier file.
@@ -32,13 +35,22 @@ from xaibench.publish.shapes import (
     SubmittedRun,
     TrackResults,
 )
-from xaibench.publish.submission_files import Submission, keep_only, read_bytes, submission_text
+from xaibench.publish.submission_files import (
+    SCHEMA_V1,
+    SCHEMA_V2,
+    Submission,
+    compact_track,
+    keep_only,
+    read_bytes,
+    submission_text,
+)
 from xaibench.runner.run import RunResult
 
-SUBMISSION_SCHEMA = "xaibench.submission/1"
+SUBMISSION_SCHEMA = SCHEMA_V2
+"""The format this version writes; :data:`SUPPORTED_SCHEMAS` are those it reads."""
 ENVIRONMENT_FIELDS = ("xaibench", "python", "torch", "platform", "machine", "device", "device_name", "torch_threads")
 """What of the run's environment a submission records (everything that can change a number)."""
-SUPPORTED_SCHEMAS = (SUBMISSION_SCHEMA,)
+SUPPORTED_SCHEMAS = (SCHEMA_V1, SCHEMA_V2)
 
 
 def submission_filename(explainer: str, params_digest: str, default_params: bool) -> str:
@@ -62,21 +74,25 @@ def build_submission(
 ) -> SubmissionData:
     """The submission of ``explainer`` from a run summary; ``examples`` are its example entries
     per track (:func:`xaibench.publish.examples.render_examples`), ``previous`` its earlier file."""
-    tracks: dict[str, TrackResults] = dict(previous.get("tracks", {})) if previous else {}
+    earlier_tracks = previous.get("tracks", {}) if previous else {}
+    tracks = {
+        name: cast(TrackResults, compact_track(t) if isinstance(t, dict) else t) for name, t in earlier_tracks.items()
+    }
     block: ExplainerBlock | None = None
     for track_name, track in summary["tracks"].items():
         if "explainers" not in track or explainer not in track["explainers"]:
             continue
         entry = track["explainers"][explainer]
         block = entry["explainer"]
-        tracks[track_name] = {
+        made: dict[str, Any] = {
             "provenance": track["provenance"],
             "explained": entry["explained"],
             "explain_seconds": entry["explain_seconds"],
             "metrics": entry["metrics"],
         }
         if examples is not None and track_name in examples:
-            tracks[track_name]["examples"] = examples[track_name]
+            made["examples"] = examples[track_name]
+        tracks[track_name] = cast(TrackResults, compact_track(made))
     if block is None:
         raise KeyError(explainer)
     run = summary["run"]

@@ -1,4 +1,4 @@
-"""Line-precise validation of submission files against ``xaibench.submission/1``.
+"""Line-precise validation of submission files against ``xaibench.submission/1`` and ``/2``.
 
 Three layers, every finding reported as ``FILE:LINE:COLUMN: message (at /json/pointer)``:
 
@@ -10,7 +10,9 @@ Three layers, every finding reported as ``FILE:LINE:COLUMN: message (at /json/po
    ``docs/submission.schema.json``), checked with ``jsonschema``. Each error's JSON pointer is
    mapped to the line of the offending key (for a missing key: the line of the object that
    lacks it) by a small scanner that records where every key and array item starts.
-3. Consistency the schema cannot express: interval order, counts, the summary numbers against
+3. Consistency the schema cannot express: for ``/2``, each metric's ``values`` decode and align
+   with its ``sample_ids`` (listed once each), and neither version uses the other's keys;
+   interval order, counts, the summary numbers against
    the per-sample values (:mod:`xaibench.publish.recompute`: finite, at most 1e100 in size, the
    mean and the seeded bootstrap interval recomputed), histogram and curve shapes, disclosure
    vs the explainer's own flags, and, for a file on disk, that each example overlay exists
@@ -32,12 +34,12 @@ from functools import lru_cache
 from importlib import resources
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from xaibench.errors import XaibenchError
 from xaibench.publish.recompute import summary_errors
 from xaibench.publish.shapes import Example, JsonObject, MetricSummary, SubmissionData
-from xaibench.publish.submission_files import read_bytes, submission_text
+from xaibench.publish.submission_files import SCHEMA_V2, metric_ids, per_sample, read_bytes, submission_text
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _WS = re.compile(r"[ \t\n\r]*")
@@ -262,23 +264,83 @@ def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iter
         if explainer.get(flag) is True and disclosure.get(flag) is False:
             yield f"/disclosure/{flag}", f"the explainer declares {flag} = true, the disclosure says false"
     name, seed = explainer["name"], data.get("seed")
+    compact = data["schema"] == SCHEMA_V2
     for track_name, track in data["tracks"].items():
         base = pointer(["tracks", track_name])
         n_samples = track["provenance"]["n_samples"]
+        yield from _layout_errors(base, track, compact)
         for metric_id, m in track["metrics"].items():
             ptr = f"{base}/metrics{pointer([metric_id])}"
-            yield from _metric_errors(ptr, m, n_samples)
+            view, field, ids = m, "samples", None
+            if compact:
+                view, ids, why = _with_samples(track, m)
+                field = "values"
+                if why is not None:
+                    yield f"{ptr}/{why[0]}", why[1]
+            yield from _metric_errors(ptr, view, n_samples, field)
             where = f"track {track_name}, metric {metric_id}, explainer {name}"
             label = f"{track_name}/{name}/{metric_id}"
-            for key, message in summary_errors(where, label, m, seed):
+            for key, message in summary_errors(where, label, view, seed):
                 sample = key.removeprefix("samples/")
-                yield (f"{ptr}/{key}" if sample == key else f"{ptr}/samples{pointer([sample])}"), message
+                if sample == key:
+                    yield f"{ptr}/{key}", message
+                elif ids is not None:
+                    yield f"{ptr}/values/{ids.index(sample)}", message
+                else:
+                    yield f"{ptr}/samples{pointer([sample])}", message
         for k, example in enumerate(track.get("examples", [])):
             if "png" in example and folder is not None:
                 yield from _asset_errors(f"{base}/examples/{k}/png", example, folder)
 
 
-def _metric_errors(ptr: str, m: MetricSummary, n_samples: int) -> Iterator[tuple[str, str]]:
+def _duplicate(ids: list[str]) -> str | None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            return i
+        seen.add(i)
+    return None
+
+
+def _layout_errors(base: str, track: Any, compact: bool) -> Iterator[tuple[str, str]]:
+    """Keys of the other version, and duplicate ``sample_ids``."""
+    version = "/2" if compact else "/1"
+    if not compact and "sample_ids" in track:
+        yield f"{base}/sample_ids", f"sample_ids is a key of xaibench.submission/2, not of {version}"
+    for where, ids in [(base, track.get("sample_ids"))] + [
+        (f"{base}/metrics{pointer([k])}", m.get("sample_ids")) for k, m in track["metrics"].items()
+    ]:
+        if where != base and not compact and ids is not None:
+            yield f"{where}/sample_ids", f"sample_ids is a key of xaibench.submission/2, not of {version}"
+        if compact and isinstance(ids, list) and (dup := _duplicate(ids)) is not None:
+            yield f"{where}/sample_ids", f"sample id {dup!r} is listed twice in sample_ids (each sample once)"
+    for k, m in track["metrics"].items():
+        ptr = f"{base}/metrics{pointer([k])}"
+        if compact and "samples" in m:
+            yield f"{ptr}/samples", "samples is a key of xaibench.submission/1: /2 keeps per-sample values in values"
+        if not compact and "values" in m:
+            yield f"{ptr}/values", "values is a key of xaibench.submission/2: /1 keeps per-sample values in samples"
+
+
+def _with_samples(track: Any, m: MetricSummary) -> tuple[MetricSummary, list[str] | None, tuple[str, str] | None]:
+    """A ``/2`` metric block with its per-sample values as the ``samples`` map the checks read,
+    the ids they align with, and ``(key, message)`` when they cannot be read (then no map)."""
+    if "values" not in m:
+        return m, None, None
+    bare = cast(MetricSummary, {k: v for k, v in m.items() if k != "values"})
+    ids = metric_ids(track, m)
+    if ids is None:
+        return bare, None, ("values", "values without sample_ids (on the track or the metric)")
+    try:
+        samples = per_sample(track, m)
+    except ValueError as exc:
+        return bare, None, ("values", str(exc))
+    if len(set(ids)) != len(ids):
+        return bare, None, None  # reported once, at the duplicated id
+    return cast(MetricSummary, {**bare, "samples": samples}), ids, None
+
+
+def _metric_errors(ptr: str, m: MetricSummary, n_samples: int, field: str = "samples") -> Iterator[tuple[str, str]]:
     mean, low, high, n = _num(m["mean"]), _num(m.get("ci_low")), _num(m.get("ci_high")), m["n"]
     if (mean is None) != (n == 0):
         yield f"{ptr}/mean", f"mean is {'missing' if mean is None else 'set'} but n = {n}"
@@ -292,7 +354,8 @@ def _metric_errors(ptr: str, m: MetricSummary, n_samples: int) -> Iterator[tuple
     if samples is not None:
         values, nulls = sum(1 for v in samples.values() if v is not None), sum(1 for v in samples.values() if v is None)
         if (values, nulls) != (n, m["n_na"]):
-            yield f"{ptr}/samples", f"samples has {values} values and {nulls} null but n = {n}, n_na = {m['n_na']}"
+            na = "null" if field == "samples" else "n/a"
+            yield f"{ptr}/{field}", f"{field} has {values} values and {nulls} {na} but n = {n}, n_na = {m['n_na']}"
     hist = m.get("histogram")
     if hist is not None:
         edges, counts = hist["edges"], hist["counts"]

@@ -1,7 +1,8 @@
 """``xaibench submission verify``: re-run a seeded random subset of a submission's records.
 
-A submission records, per track and metric, every sample's value (``samples``: sample id ->
-value, ``null`` for n/a) and the provenance that produced it: suite, seed, run limit, the
+A submission records, per track and metric, every sample's value (``/2``: ``values`` aligned with
+the track's ``sample_ids``, n/a as NaN or ``null``; ``/1``: ``samples``, sample id -> value,
+``null`` for n/a) and the provenance that produced it: suite, seed, run limit, the
 explainer's name, version and parameters, each track's dataset revision and model identity,
 each metric's version and parameters, the device and torch's thread count. Verification:
 
@@ -45,6 +46,7 @@ from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.publish.submission import load_submission
+from xaibench.publish.submission_files import metric_values
 from xaibench.runner.config import RunConfig, make_run_config
 from xaibench.runner.run import Runner, resolve_tracks
 from xaibench.suites.metric_selection import resolve_metrics
@@ -152,9 +154,10 @@ def _json(value: Any) -> Any:
 
 
 def recorded_values(path: Path, data: Mapping[str, Any]) -> list[Record]:
-    """Every (track, metric, sample) record of the submission ``data`` that has a value, sorted.
+    """Every (track, metric, sample) record of the submission ``data`` that has a value, sorted;
+    the per-sample values are a ``/1`` ``samples`` map or ``/2`` ``values`` against ``sample_ids``.
 
-    Raises :class:`XaibenchError` naming ``path`` when a ``samples`` map is malformed, or when
+    Raises :class:`XaibenchError` naming ``path`` when per-sample values are malformed, or when
     the submission has no per-sample values at all (written before they were recorded)."""
     out: list[Record] = []
     maps = 0
@@ -163,24 +166,40 @@ def recorded_values(path: Path, data: Mapping[str, Any]) -> list[Record]:
         if not isinstance(metrics, dict):
             raise XaibenchError(f"{path}: track {track!r} has no metrics object")
         for metric, summary in metrics.items():
-            samples = summary.get("samples") if isinstance(summary, dict) else None
-            if samples is None:
+            where = f"tracks/{track}/metrics/{metric}"
+            if not isinstance(summary, dict):
                 continue
-            if not isinstance(samples, dict):
-                raise XaibenchError(f"{path}: tracks/{track}/metrics/{metric}/samples is not an object")
+            if "values" in summary:
+                try:
+                    got = metric_values(block, summary)
+                except ValueError as exc:
+                    raise XaibenchError(f"{path}: {where}: {exc}") from None
+                assert got is not None
+                ids, values = got
+                maps += 1
+                infinite = np.flatnonzero(np.isinf(values))
+                if infinite.size:
+                    k = int(infinite[0])
+                    bad = float(values[k])
+                    raise XaibenchError(f"{path}: {where}/values/{ids[k]} is {bad!r}, not a number or null")
+                kept = np.flatnonzero(~np.isnan(values))  # NaN: n/a
+                t, m = str(track), str(metric)
+                out += [Record(t, m, ids[k], v) for k, v in zip(kept.tolist(), values[kept].tolist(), strict=True)]
+                continue
+            if summary.get("samples") is None:
+                continue
+            if not isinstance(summary["samples"], dict):
+                raise XaibenchError(f"{path}: {where}/samples is not an object")
             maps += 1
-            for sample_id, value in samples.items():
+            for sample_id, value in summary["samples"].items():
                 if value is None:
                     continue
                 if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                    raise XaibenchError(
-                        f"{path}: tracks/{track}/metrics/{metric}/samples/{sample_id} is {value!r}, "
-                        "not a number or null"
-                    )
+                    raise XaibenchError(f"{path}: {where}/samples/{sample_id} is {value!r}, not a number or null")
                 out.append(Record(str(track), str(metric), str(sample_id), float(value)))
     if not maps:
         raise XaibenchError(
-            f"{path}: no per-sample values to verify (no metric has a 'samples' map); "
+            f"{path}: no per-sample values to verify (no metric has 'samples' or 'values'); "
             "re-run the explainer with this xaibench to record them"
         )
     if not out:
