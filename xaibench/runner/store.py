@@ -39,7 +39,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -276,6 +276,19 @@ class RecordStore:
         out = {r["key"]: r for r in columnar.decode(table, blocks)}
         out.update(self._journal)
         return out
+
+    @property
+    def journal_records(self) -> int:
+        """Records in the journal only (not compacted into a part file yet)."""
+        return len(self._journal)
+
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """Every stored record, one part file at a time (then the journal's), without holding them all."""
+        for part in list(self._parts):
+            table, blocks = read_verified_part(part, self._key)
+            if table is not None:
+                yield from (r for r in columnar.decode(table, blocks) if r["key"] in self._part_keys)
+        yield from list(self._journal.values())
 
     def table(self) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
         """Every stored record as one table of :data:`~xaibench.runner.columnar.SCHEMA` (the part
