@@ -244,3 +244,9 @@ def test_concurrent_writers_that_compact_never_duplicate_or_lose_a_key(tmp_path:
     keys = columnar.key_list(table)
     assert len(keys) == len(set(keys)) and set(keys) == {f"{k:064x}" for k in range(0, 71)}
     assert len(part_files(journal)) >= 2
+
+
+def test_the_record_schema_is_the_runners() -> None:
+    from xaibench.runner.records import RECORD_SCHEMA
+
+    assert columnar.RECORD_SCHEMA == RECORD_SCHEMA == "xaibench.record/1"

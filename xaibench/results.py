@@ -22,7 +22,6 @@ import pyarrow as pa
 from xaibench.errors import XaibenchError
 from xaibench.publish.leaderboard import CSV_COLUMNS
 from xaibench.runner import columnar
-from xaibench.runner.records import RECORD_SCHEMA
 from xaibench.runner.store import RecordStore, journals
 
 if TYPE_CHECKING:
@@ -140,8 +139,8 @@ def _provenance_row(block: dict[str, Any], file: Path) -> dict[str, Any]:
     """The frame's columns that come from a record's provenance (the same for every record of one
     (track, explainer, metric) of a run)."""
     schema = block.get("schema")
-    if schema != RECORD_SCHEMA:
-        raise XaibenchError(f"{file}: a record has schema {schema!r}; this xaibench reads {RECORD_SCHEMA}")
+    if schema != columnar.RECORD_SCHEMA:
+        raise XaibenchError(f"{file}: a record has schema {schema!r}; this xaibench reads {columnar.RECORD_SCHEMA}")
     try:
         explainer = block["explainer"]
         info = block.get("metric_info") or {}
@@ -215,10 +214,12 @@ def _dictionary_column(column: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _json_column(column: Any) -> np.ndarray:
+    """The parsed JSON texts of a string column (``None`` where null), parsed in one call."""
     texts = column.to_numpy(zero_copy_only=False)
     out = np.empty(len(texts), dtype=object)
-    for i in np.flatnonzero(texts != None):  # noqa: E711 - elementwise over an object array
-        out[i] = json.loads(texts[i])
+    present = np.flatnonzero(texts != None)  # noqa: E711 - elementwise over an object array
+    if len(present):
+        out[present] = _objects(json.loads("[" + ",".join(texts[present]) + "]"))
     return out
 
 
