@@ -250,3 +250,14 @@ def test_the_record_schema_is_the_runners() -> None:
     from xaibench.runner.records import RECORD_SCHEMA
 
     assert columnar.RECORD_SCHEMA == RECORD_SCHEMA == "xaibench.record/1"
+
+
+def test_get_reads_parts_written_after_its_first_call(tmp_path: Path) -> None:
+    store = RecordStore(tmp_path / "t.jsonl", compact_rows=2)
+    store.append([_rec(0), _rec(1)])  # part 1
+    assert store.get([_rec(1)["key"]]) == [_rec(1)]  # part 1 read for get()
+    store.append([_rec(2), _rec(3)])  # part 2: added to what get() read
+    store.append([_rec(4)])  # in the journal
+    keys = [_rec(i)["key"] for i in (3, 0, 4, 9)]
+    assert store.get(keys) == [_rec(3), _rec(0), _rec(4)]
+    assert len(part_files(tmp_path / "t.jsonl")) == 2 and store.journal_records == 1

@@ -257,17 +257,14 @@ class RecordStore:
     def get(self, keys: Iterable[str]) -> list[dict[str, Any]]:
         """The stored records of ``keys``, in their order (keys not stored are left out). Part
         files are read once (all columns) on the first call that needs them."""
-        out = []
-        for key in keys:
-            record = self._journal.get(key)
-            if record is None and key in self._part_keys:
-                table, blocks, rows = self._loaded()
-                row = rows.get(key)
-                if row is not None:
-                    record = columnar.decode(table.slice(row, 1), blocks)[0]
-            if record is not None:
-                out.append(record)
-        return out
+        keys = [k for k in keys if k in self]
+        found = {k: self._journal[k] for k in keys if k in self._journal}
+        wanted = [k for k in keys if k not in found]
+        if wanted:  # one decode of the rows wanted, not one per record
+            table, blocks, rows = self._loaded()
+            index = [rows[k] for k in wanted if k in rows]
+            found.update((r["key"], r) for r in columnar.decode(table.take(index), blocks))
+        return [found[k] for k in keys if k in found]
 
     @property
     def records(self) -> dict[str, dict[str, Any]]:
@@ -386,9 +383,13 @@ class RecordStore:
         self._parts.append(part)
         if self._full:
             self._part_tables.append((table, blocks))
+        if self._table is not None:  # the rows read for get() so far, and the new part's
+            cached, cached_blocks, rows = self._table
+            rows.update((k, cached.num_rows + i) for i, k in enumerate(self._journal))
+            both = pa.concat_tables([cached, table]).unify_dictionaries()
+            self._table = (both, {**cached_blocks, **blocks}, rows)
         self._part_keys.update(self._journal)
         self._journal = {}
-        self._table = None
         kept = b"".join(line + b"\n" for line in self._kept)
         os.ftruncate(fh.fileno(), 0)  # O_APPEND: what follows is written from the start
         if kept:
