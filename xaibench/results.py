@@ -223,46 +223,66 @@ def _json_column(column: Any) -> np.ndarray:
     return out
 
 
+def _text(pd: Any, arr: Any) -> Any:
+    """A string column as ``pandas`` would infer it from Python strings (its ``str`` dtype, NaN for
+    nulls; all-null: an object column of ``None``), built from an Arrow array without them."""
+    if arr.null_count == len(arr):
+        return np.full(len(arr), None, dtype=object)
+    return pd.array(arr, dtype=pd.Series(["x"]).dtype)
+
+
+def _provenance_column(pd: Any, name: str, small: list[Any], prov_index: np.ndarray) -> Any:
+    if name in _NULLABLE_INT:
+        return pd.array(small, dtype="Int64").take(prov_index)
+    if all(v is None or isinstance(v, str) for v in small):
+        indices = pa.array(prov_index.astype(np.int32))
+        return _text(pd, pa.DictionaryArray.from_arrays(indices, pa.array(small, pa.string())).dictionary_decode())
+    return _objects(small)[prov_index]
+
+
+def _order(table: Any, ids: np.ndarray, prov_rows: list[dict[str, Any]], prov_index: np.ndarray) -> np.ndarray:
+    """The rows in :data:`_SORT` order (stable): by the provenance's sort fields, then the sample id."""
+    order_of_prov = sorted(range(len(ids)), key=lambda j: tuple(str(prov_rows[j][c] or "") for c in _SORT[:-1]))
+    prov_rank = np.empty(len(ids), dtype=np.int64)
+    prov_rank[order_of_prov] = np.arange(len(ids))
+    samples, sample_index = _dictionary_column(table.column("sample_id"))
+    sample_rank = np.argsort(np.argsort(np.array([str(s) for s in samples], dtype=object), kind="stable"))
+    return np.lexsort((sample_rank[sample_index], prov_rank[prov_index]))
+
+
 def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path]) -> pd.DataFrame:
     """The records frame of a table of :data:`~xaibench.runner.columnar.SCHEMA` (any order), sorted."""
     pd = _pandas()
+    if table.num_rows == 0:
+        return pd.DataFrame([], columns=list(RECORD_COLUMNS)).astype(dict.fromkeys(_NULLABLE_INT, "Int64"))
     table = table.unify_dictionaries().combine_chunks()
-    n = table.num_rows
     ids, prov_index = _dictionary_column(table.column("prov"))
     ids = ids[:-1]
     prov_rows = [_provenance_row(blocks[i], files.get(i, Path("?"))) for i in ids]
+    odd = np.flatnonzero(table.column("rest").is_valid().to_numpy(zero_copy_only=False))
+    if not len(odd):  # sorted here, column-wise (rows that do not fit the columns: sorted by pandas below)
+        table = table.take(pa.array(_order(table, ids, prov_rows, prov_index))).combine_chunks()
+        _, prov_index = _dictionary_column(table.column("prov"))
     data: dict[str, Any] = {}
     for name in _PROVENANCE_COLUMNS:
-        small = [r[name] for r in prov_rows]
-        if name in _NULLABLE_INT:
-            data[name] = pd.array(small, dtype="Int64").take(prov_index) if n else pd.array([], dtype="Int64")
-        else:
-            data[name] = _objects(small)[prov_index]
+        data[name] = _provenance_column(pd, name, [r[name] for r in prov_rows], prov_index)
     for name in ("sample_id", "na_reason", "target_source"):
-        values, index = _dictionary_column(table.column(name))
-        data[name] = values[index]
+        data[name] = _text(pd, table.column(name).combine_chunks().dictionary_decode())
     data["value"] = table.column("value").to_numpy(zero_copy_only=False).astype("float64")
     for name in ("forward_passes", "wall_time_s"):  # a missing cost reads 0, as the runner's summaries count it
         data[name] = np.nan_to_num(table.column(name).to_numpy(zero_copy_only=False).astype("float64"), nan=0.0)
     data["target_class"] = pd.array(table.column("target_class").to_pandas(), dtype="Int64")
     data["curve"] = _json_column(table.column("curve"))
     data["extras"] = _json_column(table.column("extras"))
-    data["key"] = columnar.hex_keys(table)
+    data["key"] = _text(pd, columnar.key_array(table))
     frame = pd.DataFrame(data, columns=list(RECORD_COLUMNS))
-    odd = np.flatnonzero(table.column("rest").is_valid().to_numpy(zero_copy_only=False))
-    if len(odd):  # rows with a field that does not fit its column: from their full record
-        for i, record in zip(odd, columnar.decode(table.take(odd), blocks), strict=True):
-            row = _record_row(record, files.get(ids[prov_index[i]], Path("?")))
-            for name, value in row.items():
-                frame.at[i, name] = value
-        return frame.sort_values(_SORT, kind="stable", ignore_index=True)
-    order_of_prov = sorted(range(len(ids)), key=lambda j: tuple(str(prov_rows[j][c] or "") for c in _SORT[:-1]))
-    prov_rank = np.empty(len(ids), dtype=np.int64)
-    prov_rank[order_of_prov] = np.arange(len(ids))
-    samples, sample_index = _dictionary_column(table.column("sample_id"))
-    sample_rank = np.argsort(np.argsort(np.array([str(s) for s in samples], dtype=object), kind="stable"))
-    order = np.lexsort((sample_rank[sample_index], prov_rank[prov_index] if n else prov_index))
-    return frame.take(order).reset_index(drop=True)
+    if not len(odd):
+        return frame
+    for i, record in zip(odd, columnar.decode(table.take(odd), blocks), strict=True):
+        row = _record_row(record, files.get(ids[prov_index[i]], Path("?")))
+        for name, value in row.items():
+            frame.at[i, name] = value
+    return frame.sort_values(_SORT, kind="stable", ignore_index=True)
 
 
 def records(workdir: str | Path) -> pd.DataFrame:

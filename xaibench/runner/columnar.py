@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 PART_SCHEMA = "xaibench.records-part/1"
@@ -200,6 +201,21 @@ def hex_keys(table: pa.Table) -> np.ndarray:
         kt = table.column("key_text").to_numpy(zero_copy_only=False)
         out[~valid] = kt[~valid]
     return out
+
+
+def key_array(table: pa.Table) -> pa.Array:
+    """The record keys of a table with :data:`KEY_COLUMNS`, as an Arrow string array."""
+    kb = table.column("key_bin").combine_chunks()
+    valid = kb.is_valid().to_numpy(zero_copy_only=False)
+    text = np.zeros(len(kb), dtype="S64")
+    if valid.any():
+        filled = kb.filter(kb.is_valid())
+        raw = np.frombuffer(filled.buffers()[1], dtype=np.uint8, count=32 * (len(filled) + filled.offset))
+        text[valid] = _HEX_PAIRS[raw[32 * filled.offset :].reshape(-1, 32)].view("S64").ravel()
+    keys = pa.array(text, pa.binary()).cast(pa.string())
+    if valid.all():
+        return keys
+    return pc.if_else(pa.array(valid), keys, table.column("key_text").combine_chunks())
 
 
 def key_list(table: pa.Table) -> list[str]:
