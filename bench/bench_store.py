@@ -6,9 +6,9 @@ their peak RSS, and print the bytes on disk.
 
 Records look like the runner's: sha256 keys, the provenance of the (track, explainer, metric)
 (explainer block, model, dataset, runtime, metric block), a value, costs, the target, and a
-10-point curve on one metric in four. Usage::
+11-point curve on one metric in four (``--curve-every``). Usage::
 
-    python bench/bench_store.py [--records 400000] [--tracks 10] [--explainers 10] [--metrics 40]
+    python bench/bench_store.py [--records 400000] [--tracks 10] [--explainers 10] [--metrics 40] [--curve-every 4]
 
 Samples per (track, explainer, metric) = records / (tracks x explainers x metrics).
 """
@@ -30,7 +30,9 @@ from typing import Any
 from xaibench.runner.store import RecordStore, record_files
 
 
-def _record(track: str, explainer: str, metric: str, m: int, sample: int, rng: random.Random) -> dict[str, Any]:
+def _record(
+    track: str, explainer: str, metric: str, m: int, sample: int, rng: random.Random, curve_every: int = 4
+) -> dict[str, Any]:
     key = hashlib.sha256(f"{track}/{explainer}/{metric}/{sample}".encode()).hexdigest()
     value = None if rng.random() < 0.02 else round(rng.random(), 6)
     record: dict[str, Any] = {
@@ -81,7 +83,7 @@ def _record(track: str, explainer: str, metric: str, m: int, sample: int, rng: r
     return record
 
 
-def write(workdir: Path, tracks: int, explainers: int, metrics: int, samples: int) -> float:
+def write(workdir: Path, tracks: int, explainers: int, metrics: int, samples: int, curve_every: int = 4) -> float:
     rng = random.Random(0)
     start = time.perf_counter()
     for t in range(tracks):
@@ -90,7 +92,8 @@ def write(workdir: Path, tracks: int, explainers: int, metrics: int, samples: in
         for e in range(explainers):
             for m in range(metrics):  # one append per (explainer, metric): the runner appends a batch at a time
                 metric = f"metric{m:02d}"
-                store.append([_record(track, f"explainer{e:02d}", metric, m, s, rng) for s in range(samples)])
+                name = f"explainer{e:02d}"
+                store.append([_record(track, name, metric, m, s, rng, curve_every) for s in range(samples)])
     return time.perf_counter() - start
 
 
@@ -123,13 +126,14 @@ def main() -> None:
     parser.add_argument("--tracks", type=int, default=10)
     parser.add_argument("--explainers", type=int, default=10)
     parser.add_argument("--metrics", type=int, default=40)
+    parser.add_argument("--curve-every", type=int, default=4, help="a curve on one metric in N (0: none)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the store here (default: a temp folder)")
     args = parser.parse_args()
     samples = max(1, args.records // (args.tracks * args.explainers * args.metrics))
     total = samples * args.tracks * args.explainers * args.metrics
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         workdir = args.workdir or Path(tmp)
-        seconds = write(workdir, args.tracks, args.explainers, args.metrics, samples)
+        seconds = write(workdir, args.tracks, args.explainers, args.metrics, samples, args.curve_every)
         files = record_files(workdir / "results")
         size = sum(p.stat().st_size for p in files)
         tags = sum(p.stat().st_size for p in (workdir / "results").glob("*.tag"))
