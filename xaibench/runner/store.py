@@ -45,6 +45,7 @@ from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from xaibench import integrity
 from xaibench.errors import XaibenchError
@@ -119,7 +120,9 @@ class RecordStore:
     def __init__(self, path: Path, *, compact_rows: int | None = None, full: bool = False) -> None:
         self.path = path
         self.compact_rows = compact_rows or _compact_rows()
-        self._full = full  # read every column of the part files at once (for :meth:`table`)
+        # read-only: every column of the part files read at once, for :meth:`table` and the counters
+        # only (no key set is built: ``in``, ``len``, :meth:`get` and writes are not for such a store)
+        self._full = full
         self._part_tables: list[tuple[pa.Table, dict[str, dict[str, Any]]]] = []
         self._key = integrity.secret(path.parent)
         self._parts: list[Path] = []  # verified part files
@@ -178,8 +181,9 @@ class RecordStore:
                 continue
             if self._full:
                 self._part_tables.append((table, blocks))
+            else:
+                self._part_keys.update(columnar.key_list(table))
             self._parts.append(part)
-            self._part_keys.update(columnar.key_list(table))
         if new:
             self._table = None
         return bool(new)
@@ -291,9 +295,13 @@ class RecordStore:
         """Every stored record as one table of :data:`~xaibench.runner.columnar.SCHEMA` (the part
         files', then the journal's rows) and the provenance blocks its rows name."""
         parts, blocks = self._part_table()
-        if not self._journal:
+        records = list(self._journal.values())
+        if self._full and records and parts.num_rows:  # no key set here: drop what a part holds already
+            stored = pc.is_in(pa.array([r["key"] for r in records]), value_set=columnar.key_array(parts))
+            records = [r for r, dup in zip(records, stored.to_pylist(), strict=True) if not dup]
+        if not records:
             return parts, blocks
-        journal, more = columnar.encode(self._journal.values())
+        journal, more = columnar.encode(records)
         return pa.concat_tables([parts, journal]).unify_dictionaries(), {**blocks, **more}
 
     def _part_table(self) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
@@ -317,6 +325,8 @@ class RecordStore:
     def append(self, records: Iterable[dict[str, Any]]) -> None:
         """Append the records whose key is not stored yet (here or, since the last read, on disk);
         compact the journal once it holds :attr:`compact_rows` records."""
+        if self._full:
+            raise ValueError(f"{self.path}: a store opened with full=True is read-only")
         batch = [_clean({k: v for k, v in r.items() if k != TAG_FIELD}) for r in records if r["key"] not in self]
         if not batch:
             return
@@ -350,6 +360,8 @@ class RecordStore:
     def compact(self) -> Path | None:
         """Move the journal's records into a new part file (then empty the journal, keeping its
         ignored lines); the part written, or ``None`` when the journal held no record to move."""
+        if self._full:
+            raise ValueError(f"{self.path}: a store opened with full=True is read-only")
         if not self.path.exists():
             return None
         with self._locked() as fh:
