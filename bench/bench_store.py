@@ -75,7 +75,7 @@ def _record(
         },
         "target": {"class": sample % 10, "source": "predicted"},
     }
-    if m % 4 == 0:
+    if curve_every and m % curve_every == 0:
         record["curve"] = {
             "fraction": [i / 10 for i in range(11)],
             "probability": [round(rng.random(), 6) for _ in range(11)],
