@@ -355,7 +355,8 @@ class RecordStore:
             for r in batch:
                 self._journal[r["key"]] = r
             if len(self._journal) >= self.compact_rows:
-                self._compact(fh)
+                with contextlib.suppress(OSError):  # the records are in the journal: compacted next time
+                    self._compact(fh)
 
     def compact(self) -> Path | None:
         """Move the journal's records into a new part file (then empty the journal, keeping its
