@@ -20,6 +20,7 @@ import pytest
 from xaibench.errors import XaibenchError
 from xaibench.files import make_staging_dir, remove_leftovers, write_bytes_atomic, write_json_atomic
 from xaibench.plugins import manager
+from xaibench.runner import columnar
 from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.run import RunConfig, run
 from xaibench.runner.store import RecordStore, WorkdirLock
@@ -53,8 +54,11 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 
 def _values(workdir: Path) -> dict[str, tuple[Any, Any]]:
-    """Every record of the shapes track by key: (value, n/a reason); asserts keys are unique."""
-    records = _records(workdir / "results" / "shapes.jsonl")
+    """Every record of the shapes track by key (its part files and journal): (value, n/a reason);
+    asserts keys are unique across them."""
+    store = RecordStore(workdir / "results" / "shapes.jsonl", full=True)
+    table, blocks = store.table()
+    records = columnar.decode(table, blocks)
     keys = [r["key"] for r in records]
     assert len(keys) == len(set(keys)), "a record key is stored twice"
     return {r["key"]: (r["value"], r["na_reason"]) for r in records}
@@ -303,7 +307,8 @@ N_RECORDS = 2 * 4 * 8
 def _start(work: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
     args = [*CLI, *SMALL_RUN, "--workdir", str(work), "--submissions", str(out / "s"), "--leaderboard-dir"]
     args += [str(out / "lb"), *extra]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # a part file every 5 records: kills land during compactions too (the store's default is 10,000)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "XAIBENCH_COMPACT_ROWS": "5"}
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
 

@@ -34,6 +34,7 @@ from xaibench.runner.config import (
     run_outputs,
     suite_tracks,
 )
+from xaibench.runner.store import record_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -527,7 +528,7 @@ def meta(
     ceilings = _human_ceilings(results, ran, suite or "default", seed, data_dir, run_options)
     mc = _consistency(results, ran, suite or "default", seed, data_dir, run_options, consistency)
     sensitivity = _protocol(results, ran, suite or "default", seed, data_dir, run_options) if protocol else None
-    records = sorted((results.workdir / "results").glob("*.jsonl"))
+    records = record_files(results.workdir / "results")
     result = meta_of_submissions(
         results.submissions_dir,
         target,

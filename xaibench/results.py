@@ -1,7 +1,8 @@
 """Results as pandas DataFrames: the per-sample records of a workdir and a leaderboard file.
 
-``records(workdir)`` reads ``<workdir>/results/<track>.jsonl`` (``xaibench.record/1``, one row
-per (track, explainer, metric, sample)); ``leaderboard(path)`` reads ``leaderboard.json`` or
+``records(workdir)`` reads the record store of ``<workdir>/results/`` (``xaibench.record/1``: each
+track's Parquet part files column-wise and its ``<track>.jsonl`` journal; one row per (track,
+explainer, metric, sample)); ``leaderboard(path)`` reads ``leaderboard.json`` or
 ``leaderboard.csv`` (``xaibench.leaderboard/2``, one row per (track, explainer, metric) plus the
 ``rank:<family>`` and ``rank:overall`` rows). The columns are listed in :data:`RECORD_COLUMNS`
 and :data:`LEADERBOARD_COLUMNS` and documented in docs/python-api.md. A path that is not what
@@ -15,10 +16,13 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pyarrow as pa
+
 from xaibench.errors import XaibenchError
 from xaibench.publish.leaderboard import CSV_COLUMNS
-from xaibench.runner.records import RECORD_SCHEMA
-from xaibench.runner.store import RecordStore
+from xaibench.runner import columnar
+from xaibench.runner.store import RecordStore, journals
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,8 +95,9 @@ def _pandas() -> Any:
 # ----------------------------------------------------------------------------- records
 
 
-def _record_files(path: Path) -> list[Path]:
-    """The record files ``path`` names: a workdir, its ``results/`` folder, or one ``.jsonl`` file."""
+def _journals(path: Path) -> list[Path]:
+    """The tracks ``path`` names, by journal path: a workdir, its ``results/`` folder, or one
+    track's ``.jsonl`` journal (read with its part files)."""
     if not path.exists():
         raise XaibenchError(f"{path}: no such workdir")
     if path.is_file():
@@ -101,34 +106,19 @@ def _record_files(path: Path) -> list[Path]:
         return [path]
     folder = path / "results"
     if not folder.is_dir():
-        if any(path.glob("*.jsonl")):  # the results/ folder itself
-            return sorted(path.glob("*.jsonl"))
+        if journals(path):  # the results/ folder itself
+            return journals(path)
         raise XaibenchError(f"{path}: not an xaibench workdir (no results/ folder); pass the --workdir folder of a run")
-    return sorted(folder.glob("*.jsonl"))
+    return journals(folder)
 
 
 def _record_row(record: dict[str, Any], file: Path) -> dict[str, Any]:
-    schema = record.get("schema")
-    if schema != RECORD_SCHEMA:
-        raise XaibenchError(f"{file}: a record has schema {schema!r}; this xaibench reads {RECORD_SCHEMA}")
+    """The frame's row of a full record (rows that do not fit the part columns go this way)."""
+    prov = _provenance_row(record, file)
     try:
-        explainer = record["explainer"]
-        info = record.get("metric_info") or {}
-        target = record.get("target") or {}
-        dataset = record.get("dataset") or {}
         value = record["value"]
-        return {
-            "track": record["track"],
-            "explainer": explainer["name"],
-            "params_digest": explainer.get("params_digest"),
-            "explainer_params": explainer.get("params", {}),
-            "explainer_version": explainer.get("version"),
-            "explainer_kind": explainer.get("kind"),
-            "metric": record["metric"],
-            "family": info.get("family"),
-            "direction": info.get("direction"),
-            "metric_params": info.get("params", {}),
-            "metric_version": info.get("version"),
+        target = record.get("target") or {}
+        row = {
             "sample_id": str(record["sample_id"]),
             "value": float("nan") if value is None else float(value),
             "na_reason": record.get("na_reason"),
@@ -136,22 +126,163 @@ def _record_row(record: dict[str, Any], file: Path) -> dict[str, Any]:
             "wall_time_s": float(record.get("wall_time_s") or 0.0),
             "target_class": target.get("class"),
             "target_source": target.get("source"),
-            "model": record.get("model"),
-            "dataset": dataset.get("name"),
-            "dataset_revision": dataset.get("revision"),
-            "seed": record.get("seed"),
-            "device": record.get("device"),
-            "torch": record.get("torch"),
-            "torch_threads": record.get("torch_threads"),
-            "batch_size": record.get("batch_size"),
-            "xaibench": record.get("xaibench"),
-            "platform": record.get("platform"),
             "curve": record.get("curve"),
             "extras": record.get("extras"),
             "key": record["key"],
         }
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise XaibenchError(f"{file}: record {record.get('key', '?')!r} is malformed ({exc!r})") from None
+    return {**prov, **row}
+
+
+def _provenance_row(block: dict[str, Any], file: Path) -> dict[str, Any]:
+    """The frame's columns that come from a record's provenance (the same for every record of one
+    (track, explainer, metric) of a run)."""
+    schema = block.get("schema")
+    if schema != columnar.RECORD_SCHEMA:
+        raise XaibenchError(f"{file}: a record has schema {schema!r}; this xaibench reads {columnar.RECORD_SCHEMA}")
+    try:
+        explainer = block["explainer"]
+        info = block.get("metric_info") or {}
+        dataset = block.get("dataset") or {}
+        return {
+            "track": block["track"],
+            "explainer": explainer["name"],
+            "params_digest": explainer.get("params_digest"),
+            "explainer_params": explainer.get("params", {}),
+            "explainer_version": explainer.get("version"),
+            "explainer_kind": explainer.get("kind"),
+            "metric": block["metric"],
+            "family": info.get("family"),
+            "direction": info.get("direction"),
+            "metric_params": info.get("params", {}),
+            "metric_version": info.get("version"),
+            "model": block.get("model"),
+            "dataset": dataset.get("name"),
+            "dataset_revision": dataset.get("revision"),
+            "seed": block.get("seed"),
+            "device": block.get("device"),
+            "torch": block.get("torch"),
+            "torch_threads": block.get("torch_threads"),
+            "batch_size": block.get("batch_size"),
+            "xaibench": block.get("xaibench"),
+            "platform": block.get("platform"),
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise XaibenchError(f"{file}: record {block.get('key', '?')!r} is malformed ({exc!r})") from None
+
+
+_PROVENANCE_COLUMNS = (
+    "track",
+    "explainer",
+    "params_digest",
+    "explainer_params",
+    "explainer_version",
+    "explainer_kind",
+    "metric",
+    "family",
+    "direction",
+    "metric_params",
+    "metric_version",
+    "model",
+    "dataset",
+    "dataset_revision",
+    "seed",
+    "device",
+    "torch",
+    "torch_threads",
+    "batch_size",
+    "xaibench",
+    "platform",
+)
+_NULLABLE_INT = ("target_class", "seed", "torch_threads", "batch_size")
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
+def _dictionary_column(column: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(values as an object array ending with ``None``, indices with nulls pointing at it)."""
+    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    values = _objects([*arr.dictionary.to_pylist(), None])
+    indices = arr.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)
+    return values, indices
+
+
+def _json_column(column: Any) -> np.ndarray:
+    """The parsed JSON texts of a string column (``None`` where null), parsed in one call."""
+    texts = column.to_numpy(zero_copy_only=False)
+    out = np.empty(len(texts), dtype=object)
+    present = np.flatnonzero(texts != None)  # noqa: E711 - elementwise over an object array
+    if len(present):
+        out[present] = _objects(json.loads("[" + ",".join(texts[present]) + "]"))
+    return out
+
+
+def _text(pd: Any, arr: Any) -> Any:
+    """A string column as ``pandas`` would infer it from Python strings (its ``str`` dtype, NaN for
+    nulls; all-null: an object column of ``None``), built from an Arrow array without them."""
+    if arr.null_count == len(arr):
+        return np.full(len(arr), None, dtype=object)
+    return pd.array(arr, dtype=pd.Series(["x"]).dtype)
+
+
+def _provenance_column(pd: Any, name: str, small: list[Any], prov_index: np.ndarray) -> Any:
+    if name in _NULLABLE_INT:
+        return pd.array(small, dtype="Int64").take(prov_index)
+    if all(v is None or isinstance(v, str) for v in small):
+        indices = pa.array(prov_index.astype(np.int32))
+        return _text(pd, pa.DictionaryArray.from_arrays(indices, pa.array(small, pa.string())).dictionary_decode())
+    return _objects(small)[prov_index]
+
+
+def _order(table: Any, ids: np.ndarray, prov_rows: list[dict[str, Any]], prov_index: np.ndarray) -> np.ndarray:
+    """The rows in :data:`_SORT` order (stable): by the provenance's sort fields, then the sample id."""
+    order_of_prov = sorted(range(len(ids)), key=lambda j: tuple(str(prov_rows[j][c] or "") for c in _SORT[:-1]))
+    prov_rank = np.empty(len(ids), dtype=np.int64)
+    prov_rank[order_of_prov] = np.arange(len(ids))
+    samples, sample_index = _dictionary_column(table.column("sample_id"))
+    sample_rank = np.argsort(np.argsort(np.array([str(s) for s in samples], dtype=object), kind="stable"))
+    return np.lexsort((sample_rank[sample_index], prov_rank[prov_index]))
+
+
+def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path]) -> pd.DataFrame:
+    """The records frame of a table of :data:`~xaibench.runner.columnar.SCHEMA` (any order), sorted."""
+    pd = _pandas()
+    if table.num_rows == 0:
+        return pd.DataFrame([], columns=list(RECORD_COLUMNS)).astype(dict.fromkeys(_NULLABLE_INT, "Int64"))
+    table = table.unify_dictionaries().combine_chunks()
+    ids, prov_index = _dictionary_column(table.column("prov"))
+    ids = ids[:-1]
+    prov_rows = [_provenance_row(blocks[i], files.get(i, Path("?"))) for i in ids]
+    odd = np.flatnonzero(table.column("rest").is_valid().to_numpy(zero_copy_only=False))
+    if not len(odd):  # sorted here, column-wise (rows that do not fit the columns: sorted by pandas below)
+        table = table.take(pa.array(_order(table, ids, prov_rows, prov_index))).combine_chunks()
+        _, prov_index = _dictionary_column(table.column("prov"))
+    data: dict[str, Any] = {}
+    for name in _PROVENANCE_COLUMNS:
+        data[name] = _provenance_column(pd, name, [r[name] for r in prov_rows], prov_index)
+    for name in ("sample_id", "na_reason", "target_source"):
+        data[name] = _text(pd, table.column(name).combine_chunks().dictionary_decode())
+    data["value"] = table.column("value").to_numpy(zero_copy_only=False).astype("float64")
+    for name in ("forward_passes", "wall_time_s"):  # a missing cost reads 0, as the runner's summaries count it
+        data[name] = np.nan_to_num(table.column(name).to_numpy(zero_copy_only=False).astype("float64"), nan=0.0)
+    data["target_class"] = pd.array(table.column("target_class").to_pandas(), dtype="Int64")
+    data["curve"] = _json_column(table.column("curve"))
+    data["extras"] = _json_column(table.column("extras"))
+    data["key"] = _text(pd, columnar.key_array(table))
+    frame = pd.DataFrame(data, columns=list(RECORD_COLUMNS))
+    if not len(odd):
+        return frame
+    for i, record in zip(odd, columnar.decode(table.take(odd), blocks), strict=True):
+        row = _record_row(record, files.get(ids[prov_index[i]], Path("?")))
+        for name, value in row.items():
+            frame.at[i, name] = value
+    return frame.sort_values(_SORT, kind="stable", ignore_index=True)
 
 
 def records(workdir: str | Path) -> pd.DataFrame:
@@ -160,24 +291,29 @@ def records(workdir: str | Path) -> pd.DataFrame:
     explainer, parameters, metric and sample.
 
     ``workdir`` is the folder a run wrote (``--workdir``, ``.xaibench`` by default), its
-    ``results/`` folder, or one ``results/<track>.jsonl`` file. ``value`` is a float, NaN when
-    the record is n/a (``na_reason`` says why); the direction of each metric (``higher`` or
-    ``lower`` is better) is in ``direction``. A torn last line (an interrupted write) is skipped,
-    as the runner skips it; so are lines that fail their integrity check (written by an older
-    xaibench or by another process), with a warning naming the file. A workdir with no records
-    yet gives an empty frame with the same columns. Raises :class:`XaibenchError` for a path that
-    is not a workdir or a malformed record.
+    ``results/`` folder, or one ``results/<track>.jsonl`` journal (read with its part files).
+    The part files are read column-wise and joined with their provenance blocks; a workdir whose
+    records were never compacted (JSONL only, as older xaibench wrote them) reads the same.
+    ``value`` is a float, NaN when the record is n/a (``na_reason`` says why); the direction of
+    each metric (``higher`` or ``lower`` is better) is in ``direction``. A torn last line (an
+    interrupted write) is skipped, as the runner skips it; so are lines and part files that fail
+    their integrity check (written by an older xaibench or by another process), with a warning
+    naming the file. A workdir with no records yet gives an empty frame with the same columns.
+    Raises :class:`XaibenchError` for a path that is not a workdir or a malformed record.
     """
-    pd = _pandas()
+    _pandas()
     path = Path(workdir).expanduser()
-    rows = []
-    for file in _record_files(path):
+    tables, blocks, files = [], {}, {}
+    for file in _journals(path):
         try:
-            store = RecordStore(file)
+            store = RecordStore(file, full=True)
+            table, found = store.table()
         except OSError as exc:
             raise XaibenchError(f"{file}: cannot read ({exc.strerror or exc})") from None
-        rows += [_record_row(r, file) for r in store.records.values()]
-        if store.unverified:  # not silent: the run reports these lines too, and recomputes them
+        tables.append(table)
+        blocks.update(found)
+        files.update(dict.fromkeys(found, file))
+        if store.unverified:  # not silent: the run reports these records too, and recomputes them
             warnings.warn(
                 f"{file}: {store.unverified} records fail their integrity check (no tag, or not this "
                 "workdir's); they are left out",
@@ -188,10 +324,9 @@ def records(workdir: str | Path) -> pd.DataFrame:
                 f"{file}: {store.old_keys} records from an older xaibench (no key version); they are left out",
                 stacklevel=2,
             )
-    frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
-    frame = frame.astype({"value": "float64", "forward_passes": "float64", "wall_time_s": "float64"})
-    frame = frame.astype({"target_class": "Int64", "seed": "Int64", "torch_threads": "Int64", "batch_size": "Int64"})
-    return frame.sort_values(_SORT, kind="stable", ignore_index=True)
+    table = pa.concat_tables(tables) if tables else columnar.SCHEMA.empty_table()
+    frame = _frame(table, blocks, files)
+    return frame.astype({"value": "float64", "forward_passes": "float64", "wall_time_s": "float64"})
 
 
 # ----------------------------------------------------------------------------- leaderboard

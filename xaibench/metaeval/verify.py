@@ -32,6 +32,7 @@ from xaibench.metaeval.ceiling import Ceiling
 from xaibench.metaeval.files import digests
 from xaibench.metaeval.submissions import meta_of_submissions
 from xaibench.publish.gate import META_SCHEMA
+from xaibench.runner.store import record_files
 
 TOLERANCE = 1e-9  # absolute, figures recomputed from the submissions
 RERUN_TOLERANCE = 1e-6  # absolute, figures of validity tests re-run through the runner
@@ -110,7 +111,7 @@ def digest_differences(data: Mapping[str, Any], submissions: Path, records: Path
     provenance = data.get("provenance") or {}
     out = _digest_lines("submission", provenance.get("submissions") or {}, digests(submissions.glob("*.json")))
     if records is not None:
-        out += _digest_lines("records file", provenance.get("records") or {}, digests(records.glob("*.jsonl")))
+        out += _digest_lines("records file", provenance.get("records") or {}, digests(record_files(records)))
     return out
 
 

@@ -473,7 +473,7 @@ class Runner:
         metric_summaries: dict[str, Any] = {}
         for metric in state.metrics:
             keys = (state.records.key(metric, s.id) for s in track.samples)
-            records = [state.store.records[k] for k in keys if k in state.store.records]
+            records = state.store.get(keys)
             metric_summaries[metric.name] = {
                 **metric_block(metric),
                 "ranking": metric.ranking,

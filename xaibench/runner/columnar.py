@@ -1,0 +1,251 @@
+"""Record part files: per-sample records as one Parquet table, provenance stored once.
+
+A record (``xaibench.record/1``, :mod:`xaibench.runner.records`) splits into its row fields
+(:data:`ROW_FIELDS`: the key, sample, value, n/a reason, costs, target, curve and extras) and
+the rest, its provenance (track, explainer block, model, dataset, seed, runtime, metric block):
+the same for every record of one (track, explainer, metric) of a run. A part file holds one
+row per record (:data:`COLUMNS`) and, in its key-value metadata, the provenance blocks by id
+(``p`` + the first 31 hex of the sha256 of their canonical JSON); each row names its block in the
+dictionary-encoded ``prov`` column. :func:`decode` gives back records equal (``==``) to the ones
+encoded once they went through JSON (what the journal stores): numbers compare equal, a
+``forward_passes`` that is a whole number comes back as an ``int``.
+
+Keys that are 64 lowercase hex digits (the runner's sha256 keys) are stored as 32 raw bytes
+(``key_bin``); any other key as text (``key_text``). A row field that is absent, or of a type its
+column does not hold, goes to the row's ``rest`` JSON so that nothing is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+PART_SCHEMA = "xaibench.records-part/1"
+RECORD_SCHEMA = "xaibench.record/1"
+"""The records' schema (:data:`xaibench.runner.records.RECORD_SCHEMA`, here without torch's import time)."""
+ROW_FIELDS = ("key", "sample_id", "value", "na_reason", "wall_time_s", "forward_passes", "target", "curve", "extras")
+_STR = pa.dictionary(pa.int32(), pa.string())
+SCHEMA = pa.schema(
+    [
+        ("key_bin", pa.binary(32)),
+        ("key_text", pa.string()),
+        ("prov", _STR),
+        ("sample_id", _STR),
+        ("value", pa.float64()),
+        ("na_reason", _STR),
+        ("wall_time_s", pa.float64()),
+        ("forward_passes", pa.float64()),
+        ("target_class", pa.int64()),
+        ("target_source", _STR),
+        ("curve", pa.string()),
+        ("extras", pa.string()),
+        ("rest", pa.string()),
+    ]
+)
+COLUMNS = tuple(SCHEMA.names)
+KEY_COLUMNS = ["key_bin", "key_text"]
+_NUMBERS = ("value", "wall_time_s", "forward_passes")
+_HEX = frozenset("0123456789abcdef")
+_META_SCHEMA = b"xaibench.schema"
+_META_PROV = b"xaibench.provenance"
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def provenance_id(block: dict[str, Any]) -> str:
+    """The id of a provenance block: ``p`` + 31 hex digits of the sha256 of its canonical JSON."""
+    return "p" + hashlib.sha256(canonical(block).encode()).hexdigest()[:31]
+
+
+def _is_hex_key(key: str) -> bool:
+    return len(key) == 64 and _HEX.issuperset(key)
+
+
+def _number(v: Any) -> bool:
+    return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+
+
+def encode(records: Iterable[dict[str, Any]]) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
+    """The rows of ``records`` (JSON-safe dicts, each with a string ``key``) as a table of
+    :data:`SCHEMA`, and the provenance blocks they name, by id."""
+    cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+    blocks: dict[str, dict[str, Any]] = {}
+    ids: dict[str, str] = {}  # canonical JSON -> id (most records share a handful of blocks)
+    for record in records:
+        key = record["key"]
+        hexkey = _is_hex_key(key)
+        cols["key_bin"].append(bytes.fromhex(key) if hexkey else None)
+        cols["key_text"].append(None if hexkey else key)
+        block = {k: v for k, v in record.items() if k not in ROW_FIELDS}
+        text = canonical(block)
+        pid = ids.get(text)
+        if pid is None:
+            pid = ids[text] = provenance_id(block)
+            blocks[pid] = block
+        cols["prov"].append(pid)
+        rest: dict[str, Any] = {}
+        absent: list[str] = []
+
+        _put(cols, rest, absent, record, "sample_id", isinstance(record.get("sample_id"), str))
+        reason = record.get("na_reason")
+        _put(cols, rest, absent, record, "na_reason", reason is None or isinstance(reason, str))
+        for name in _NUMBERS:
+            _put(cols, rest, absent, record, name, _number(record.get(name)))
+        target = record.get("target")
+        plain_target = (
+            isinstance(target, dict)
+            and set(target) == {"class", "source"}
+            and isinstance(target["class"], int)
+            and not isinstance(target["class"], bool)
+            and -(2**63) <= target["class"] < 2**63
+            and isinstance(target["source"], str)
+        )
+        if plain_target:
+            cols["target_class"].append(target["class"])  # type: ignore[index]
+            cols["target_source"].append(target["source"])  # type: ignore[index]
+        else:
+            cols["target_class"].append(None)
+            cols["target_source"].append(None)
+            if "target" in record:
+                rest["target"] = target
+            else:
+                absent.append("target")
+        for name in ("curve", "extras"):  # absent: null; present (even null): its JSON
+            cols[name].append(canonical(record[name]) if name in record else None)
+        if absent:
+            rest["__absent__"] = absent
+        cols["rest"].append(canonical(rest) if rest else None)
+    arrays = [pa.array(cols[f.name], type=f.type) for f in SCHEMA]
+    return pa.Table.from_arrays(arrays, schema=SCHEMA), blocks
+
+
+def _put(
+    cols: dict[str, list[Any]], rest: dict[str, Any], absent: list[str], record: dict[str, Any], name: str, ok: bool
+) -> None:
+    """Put ``record[name]`` in its column when ``ok`` (it fits), else in ``rest`` (or ``absent``)."""
+    if name not in record:
+        absent.append(name)
+        cols[name].append(None)
+    elif ok:
+        cols[name].append(record[name])
+    else:
+        rest[name] = record[name]
+        cols[name].append(None)
+
+
+def part_bytes(table: pa.Table, blocks: dict[str, dict[str, Any]]) -> bytes:
+    """A Parquet file (zstd, dictionary-encoded text columns) of ``table`` with ``blocks`` in its metadata."""
+    meta = {_META_SCHEMA: PART_SCHEMA.encode(), _META_PROV: canonical(blocks).encode()}
+    table = table.replace_schema_metadata(meta)
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table,
+        sink,
+        compression="zstd",
+        use_dictionary=["prov", "sample_id", "na_reason", "target_source"],
+        row_group_size=1 << 20,
+    )
+    return sink.getvalue().to_pybytes()
+
+
+def read_part(raw: bytes, columns: Sequence[str] | None = None) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
+    """The table (``columns`` of it, or all) and provenance blocks of a part file's bytes.
+    Raises ``ValueError`` for bytes that are not a part file."""
+    try:
+        # ParquetFile, not read_table: that one imports pyarrow.dataset (0.7 s) on first use
+        table = pq.ParquetFile(pa.BufferReader(raw)).read(columns=list(columns) if columns else None)
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"not a Parquet file ({exc})") from None
+    meta = table.schema.metadata or {}
+    if meta.get(_META_SCHEMA) != PART_SCHEMA.encode():
+        raise ValueError(f"not a records part ({PART_SCHEMA})")
+    blocks = json.loads(meta.get(_META_PROV, b"{}"))
+    return table.replace_schema_metadata(None), blocks
+
+
+def row_count(raw: bytes) -> int:
+    """The rows a part file's footer claims (1 when it has no readable footer)."""
+    try:
+        return max(1, pq.ParquetFile(pa.BufferReader(raw)).metadata.num_rows)
+    except (pa.ArrowException, OSError):
+        return 1
+
+
+_HEX_PAIRS = np.array([f"{i:02x}".encode() for i in range(256)], dtype="S2")
+
+
+def hex_keys(table: pa.Table) -> np.ndarray:
+    """The record keys of a table with :data:`KEY_COLUMNS`, as an object array of str."""
+    n = table.num_rows
+    out = np.empty(n, dtype=object)
+    if n == 0:
+        return out
+    kb = table.column("key_bin").combine_chunks()
+    valid = kb.is_valid().to_numpy(zero_copy_only=False)
+    if valid.any():
+        filled = kb.filter(kb.is_valid())
+        raw = np.frombuffer(filled.buffers()[1], dtype=np.uint8, count=32 * len(filled) + 32 * filled.offset)
+        raw = raw[32 * filled.offset :].reshape(-1, 32)
+        text = _HEX_PAIRS[raw].view("S64").ravel()
+        out[valid] = text.astype(str).astype(object)
+    if not valid.all():
+        kt = table.column("key_text").to_numpy(zero_copy_only=False)
+        out[~valid] = kt[~valid]
+    return out
+
+
+def key_array(table: pa.Table) -> pa.Array:
+    """The record keys of a table with :data:`KEY_COLUMNS`, as an Arrow string array."""
+    kb = table.column("key_bin").combine_chunks()
+    valid = kb.is_valid().to_numpy(zero_copy_only=False)
+    text = np.zeros(len(kb), dtype="S64")
+    if valid.any():
+        filled = kb.filter(kb.is_valid())
+        raw = np.frombuffer(filled.buffers()[1], dtype=np.uint8, count=32 * (len(filled) + filled.offset))
+        text[valid] = _HEX_PAIRS[raw[32 * filled.offset :].reshape(-1, 32)].view("S64").ravel()
+    keys = pa.array(text, pa.binary()).cast(pa.string())
+    if valid.all():
+        return keys
+    return pc.if_else(pa.array(valid), keys, table.column("key_text").combine_chunks())
+
+
+def key_list(table: pa.Table) -> list[str]:
+    """:func:`hex_keys` as a list."""
+    return hex_keys(table).tolist()
+
+
+def decode(table: pa.Table, blocks: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of a part table (all :data:`COLUMNS`), in row order."""
+    keys = key_list(table)
+    data = {name: table.column(name).to_pylist() for name in COLUMNS if name not in KEY_COLUMNS}
+    out = []
+    for i, key in enumerate(keys):
+        record = dict(blocks.get(data["prov"][i], {}))
+        record["key"] = key
+        record["sample_id"] = data["sample_id"][i]
+        record["value"] = data["value"][i]
+        record["na_reason"] = data["na_reason"][i]
+        record["wall_time_s"] = data["wall_time_s"][i]
+        fp = data["forward_passes"][i]
+        record["forward_passes"] = int(fp) if isinstance(fp, float) and fp.is_integer() else fp
+        if data["target_class"][i] is not None:
+            record["target"] = {"class": data["target_class"][i], "source": data["target_source"][i]}
+        for name in ("curve", "extras"):
+            if data[name][i] is not None:
+                record[name] = json.loads(data[name][i])
+        if data["rest"][i] is not None:
+            rest = json.loads(data["rest"][i])
+            for name in rest.pop("__absent__", []):
+                record.pop(name, None)
+            record.update(rest)
+        out.append(record)
+    return out
