@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from xaibench.errors import XaibenchError
 from xaibench.publish.submission import write_submissions
 from xaibench.runner.cache import digest
 from xaibench.runner.distributions import distribution_summary
@@ -134,10 +135,11 @@ class ScaleSpec:
 
     def __post_init__(self) -> None:
         for name in ("tracks", "explainers", "metrics", "samples"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ScaleSpec.{name} must be at least 1, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise XaibenchError(f"scale spec: {name} must be a whole number of at least 1, got {value!r}")
         if not 0.0 <= self.na_max < 1.0:
-            raise ValueError(f"ScaleSpec.na_max must be in [0, 1), got {self.na_max}")
+            raise XaibenchError(f"scale spec: na_max must be in [0, 1), got {self.na_max!r}")
 
     @property
     def n_records(self) -> int:
