@@ -230,7 +230,8 @@ def bench_board(root: Path, scale: float) -> None:
         line(f"time per explainer, {first} -> {last}", f"x{times[last] / times[first]:.1f} for x{last / first:.1f}",
              "close to linear")  # fmt: skip
     site = measure("site", folder=str(subs), out=str(root / "site"))
-    line(f"site of {len(files)} explainers: {site['pages']} pages", f"{site['seconds']:.1f} s, {site['peak_mb']:.0f} MB")
+    built = f"{site['seconds']:.1f} s, {site['peak_mb']:.0f} MB"
+    line(f"site of {len(files)} explainers: {site['pages']} pages", built)
     line("site overview (index.html)", f"{site['overview_bytes'] / MB:.2f} MB", "<= 2 MB")
     line(f"largest page ({site['largest_page']})", f"{site['largest_bytes'] / MB:.2f} MB")
     one = files[0]
