@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -364,7 +365,12 @@ def test_large_board_overview_is_small_and_its_filter_box_hides_what_does_not_ma
     assert index.stat().st_size <= OVERVIEW_LIMIT, f"overview is {index.stat().st_size} bytes"
     track_pages = sorted((large_site / "tracks").glob("*.html"))
     assert len(track_pages) == LARGE["tracks"]  # each track's tables on their own page
-    assert all(p.stat().st_size <= OVERVIEW_LIMIT for p in track_pages)
+    assert len(list((large_site / "correlations").glob("*.html"))) == LARGE["tracks"]  # and their correlations
+    for page in large_site.rglob("*.html"):  # every page small, every link relative and resolving
+        assert page.stat().st_size <= OVERVIEW_LIMIT, f"{page.name}: {page.stat().st_size} bytes"
+        for ref in re.findall(r'(?:href|src)="([^"#]+)', page.read_text(encoding="utf-8")):
+            if not ref.startswith("data:"):
+                assert (page.parent / ref).resolve().is_file(), f"{page}: broken link {ref}"
     w = Watched(context, (large_site.as_uri() + "/", "data:"))
     try:
         w.goto(index.as_uri())

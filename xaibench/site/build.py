@@ -7,6 +7,7 @@ Layout of the output folder (default ``<leaderboard dir>/site``)::
                              disclosure filters
     tracks/<k>-<slug>.html   large boards only: each track's tables on their own page, so the overview
                              stays small (over views.tracks.INLINE_CELLS table cells in all)
+    correlations/<k>-<slug>.html  the same boards: each track's correlations on their own page
     explainers/<slug>.html   one page per submission: overlays, curves, distributions, provenance
     methodology.html         metrics from the registry: family, direction, version, description
     correlations.html        Spearman rho metric x metric across explainers; each metric vs pasta_q1;
@@ -133,6 +134,8 @@ def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_
     names = {s.key: (str(s.data["explainer"].get("name", s.key)), s.name) for s in subs}
     tracks = [track_view(board, t, by_key) for t in board.track_names()]
     track_files = place_tracks(tracks)
+    corr_files = {t: f.replace("tracks/", "correlations/", 1) for t, f in track_files.items()}
+    correlations = [correlation_view(board, t, k, corr_files.get(t)) for k, t in enumerate(board.track_names())]
     page_data = {
         "schema": LEADERBOARD_SCHEMA,
         "explainers": {s.key: {"name": s.name, "tuned": s.tuned, "reference": s.reference} for s in subs},
@@ -160,19 +163,24 @@ def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_
             {
                 "root": "",
                 "page": "correlations",
-                "tracks": [correlation_view(board, t) for t in board.track_names()],
+                "tracks": correlations,
+                "split": bool(track_files),
                 "reference": PERCEPTUAL_REFERENCE,
                 "human": human_ratings_section(board.rows, names, paper_dir),
                 **common,
             },
         ),
     }
-    for view in tracks:  # large boards: one page per track (views.tracks.place_tracks)
+    for view in tracks:  # large boards: one page per track (views.tracks.place_tracks), and its correlations
         if view["name"] in track_files:
             pages[track_files[view["name"]]] = Page(
                 "track.html.j2",
                 {"root": "../", "page": "track", "t": view, "rules": rules, "page_data": page_data, **common},
             )
+    for corr in correlations:
+        if corr["name"] in corr_files:
+            context = {"root": "../", "page": "correlations", "t": corr, "reference": PERCEPTUAL_REFERENCE, **common}
+            pages[corr_files[corr["name"]]] = Page("correlation_track.html.j2", context)
     if board.meta is not None:  # the meta.json of xaibench meta applied to this board
         pages["metrics.html"] = Page(
             "metrics.html.j2", {"root": "", "page": "metrics", "meta_tracks": meta_tracks(board), **common}
