@@ -121,6 +121,8 @@ def histogram_chart(
         f"<title>{escape(title)}</title>",
     ]
     for a, b, c in zip(edges, edges[1:], counts, strict=False):
+        if c == 0:
+            continue  # an empty bin draws nothing: leaving it out keeps pages of many charts small
         h = ph * c / peak
         x0, x1 = sx(a), sx(b)
         parts.append(

@@ -26,7 +26,7 @@ by :func:`xaibench.publish.submission.write_submissions`, so both follow the pro
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -344,6 +344,10 @@ class ScaleData:
                     }
                     for s, v, r in zip(self.samples, values.tolist(), reasons, strict=True)
                 ]
+                if m.id in CURVE_METRICS:  # the mean curve and its quartiles, as a run summarises them
+                    for record in records:
+                        if record["value"] is not None:
+                            record["curve"] = self.curve(record["value"], m)
                 metrics[m.id] = {
                     **self.metric_block(m),
                     "ranking": m.ranking,
@@ -377,13 +381,17 @@ class ScaleData:
         }
         return {"schema": "xaibench.summary/1", "run": run, "tracks": tracks}
 
-    def write_submissions(self, folder: Path, explainers: int | None = None) -> list[Path]:
-        """Write the submission of each of the first ``explainers`` explainers (all by default)
-        into ``folder`` with the project's writer; returns the files."""
+    def write_submissions(
+        self, folder: Path, explainers: int | None = None, *, only: Sequence[int] | None = None
+    ) -> list[Path]:
+        """Write the submission of each of the first ``explainers`` explainers (all by default;
+        ``only``: these explainer indices instead) into ``folder`` with the project's writer;
+        returns the files."""
         folder.mkdir(parents=True, exist_ok=True)
         registry: Any = _DefaultParams()
         written: list[Path] = []
-        for xi in range(len(self.explainers) if explainers is None else explainers):
+        chosen = only if only is not None else range(len(self.explainers) if explainers is None else explainers)
+        for xi in chosen:
             written += write_submissions(self.summary(xi), registry, folder)  # type: ignore[arg-type]
         return written
 
