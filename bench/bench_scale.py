@@ -140,7 +140,7 @@ def _site(folder: Path, out: Path) -> dict[str, Any]:
     from xaibench.publish.board import build_leaderboard
     from xaibench.site import build_site
 
-    board = build_leaderboard(folder)
+    board = build_leaderboard(folder)  # ranked again here (not timed): the site's own time follows
     start = time.perf_counter()
     pages = build_site(folder, out, board=board, validate=False)
     sizes = {str(p.relative_to(out)): p.stat().st_size for p in pages}
@@ -239,7 +239,7 @@ def bench_board(root: Path, scale: float) -> None:
         line(f"leaderboard build, {n} explainers", f"{board['seconds']:.1f} s, {board['peak_mb']:.0f} MB", goal)
     if len(times) > 1:
         first, last = min(times), max(times)
-        line(f"time per explainer, {first} -> {last}", f"x{times[last] / times[first]:.1f} for x{last / first:.1f}",
+        line(f"time, {first} -> {last} explainers", f"x{times[last] / times[first]:.1f} for x{last / first:.1f}",
              "close to linear")  # fmt: skip
     site = measure("site", folder=str(subs), out=str(root / "site"))
     built = f"{site['seconds']:.1f} s, {site['peak_mb']:.0f} MB"
