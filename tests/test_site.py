@@ -488,3 +488,34 @@ def test_methodology_states_the_ranking_rule_with_the_boards_values(built: Path,
     for text in ("share at least 12 samples", "more than 40 % n/a", "at least 0.45 on Q1", "mean is above 0.6"):
         assert text in html, text
     assert re.search(r"share at least\s+12 samples", (tmp_path / "site" / "index.html").read_text())
+
+
+def test_large_boards_put_each_track_on_a_page_named_by_position_and_slug() -> None:
+    from xaibench.site.views.tracks import INLINE_CELLS, place_tracks
+
+    def view(name: str, rows: int, metrics: int) -> Any:
+        ranked = [{}] * metrics
+        return {"name": name, "href": "#x", "rows": [{}] * rows, "families": [{}], "ranked": ranked, "others": []}
+
+    small = [view("a", 10, 7), view("b", 10, 7)]  # 10 rows x (2 + 1 + 7) cells = 100 a track
+    assert place_tracks(small) == {} and [v["href"] for v in small] == ["#x", "#x"]
+    cells_each = 50 * (2 + 1 + 27)  # 1,500: two such tracks are exactly the limit, three are over it
+    assert 2 * cells_each == INLINE_CELLS and place_tracks([view("a", 50, 27), view("b", 50, 27)]) == {}
+    big = [view("synth-00", 50, 27), view(EVIL_NAME, 50, 27), view("ÄÖ", 50, 27)]
+    files = place_tracks(big)
+    assert files == {
+        "synth-00": "tracks/001-synth-00.html",
+        EVIL_NAME: "tracks/002-script-window-pwned-1-script.html",
+        "ÄÖ": "tracks/003-track.html",
+    }
+    assert [v["href"] for v in big] == list(files.values())
+
+
+def test_grey_context_lines_are_thinned_to_at_most_26_points_keeping_both_ends() -> None:
+    from xaibench.site.charts import OTHER_POINTS, _thin
+
+    xs = [k / 50 for k in range(51)]
+    tx, ty = _thin(xs, [1 - x for x in xs])
+    assert len(tx) == OTHER_POINTS == 26 and tx[0] == 0.0 and tx[-1] == 1.0 and tx[1] == 0.04
+    assert ty == [1 - x for x in tx]
+    assert _thin([0.0, 0.5, 1.0], [1.0, 2.0, 3.0]) == ([0.0, 0.5, 1.0], [1.0, 2.0, 3.0])

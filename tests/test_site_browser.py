@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -326,3 +327,79 @@ def test_phone_width_scrolls_only_inside_tables_and_the_explainer_column_stays_p
     assert w.page.evaluate("document.documentElement.scrollWidth") <= 390
     _shot(w.page, "phone-index-scrolled")
     assert w.errors == [], w.errors
+
+
+# ---------------------------------------------------------------- a board at the field's scale
+
+LARGE = {"tracks": 20, "explainers": 50, "metrics": 1, "samples": 8}  # one ranking metric keeps the build short
+OVERVIEW_LIMIT = 2_000_000  # bytes (issue 28's goal)
+
+
+@pytest.fixture(scope="module")
+def large_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site of a generated 50 explainers x 20 tracks leaderboard, as ``leaderboard build`` writes it."""
+    from xaibench.python_api import publish_leaderboard
+    from xaibench.testing.scale import ScaleData, ScaleSpec
+
+    root = tmp_path_factory.mktemp("large")
+    ScaleData(ScaleSpec(**LARGE)).write_submissions(root / "submissions")
+    published = publish_leaderboard(root / "submissions", root / "board")
+    assert published.site_dir is not None
+    return published.site_dir
+
+
+def _shown(page: Any, selector: str, attribute: str) -> list[str]:
+    """``attribute`` of the elements matching ``selector`` that are displayed."""
+    return page.eval_on_selector_all(
+        selector, f"els => els.filter(e => e.offsetParent !== null).map(e => e.getAttribute('{attribute}'))"
+    )
+
+
+def test_large_board_overview_is_small_and_its_filter_box_hides_what_does_not_match(
+    large_site: Path, context: Any
+) -> None:
+    from xaibench.testing.scale import explainer_names, track_names
+
+    names, tracks = explainer_names(LARGE["explainers"]), track_names(LARGE["tracks"])
+    index = large_site / "index.html"
+    assert index.stat().st_size <= OVERVIEW_LIMIT, f"overview is {index.stat().st_size} bytes"
+    track_pages = sorted((large_site / "tracks").glob("*.html"))
+    assert len(track_pages) == LARGE["tracks"]  # each track's tables on their own page
+    assert len(list((large_site / "correlations").glob("*.html"))) == LARGE["tracks"]  # and their correlations
+    for page in large_site.rglob("*.html"):  # every page small, every link relative and resolving
+        assert page.stat().st_size <= OVERVIEW_LIMIT, f"{page.name}: {page.stat().st_size} bytes"
+        for ref in re.findall(r'(?:href|src)="([^"#]+)', page.read_text(encoding="utf-8")):
+            if not ref.startswith("data:"):
+                assert (page.parent / ref).resolve().is_file(), f"{page}: broken link {ref}"
+    w = Watched(context, (large_site.as_uri() + "/", "data:"))
+    try:
+        w.goto(index.as_uri())
+        rows = "table.overview tbody tr[data-key]"
+        assert sorted(_shown(w.page, rows, "data-key")) == sorted(names)
+        w.page.fill("#filter-explainers", "GRAD")  # case-insensitive, part of the name
+        expected = sorted(n for n in names if "grad" in n)
+        assert 0 < len(expected) < len(names)
+        assert sorted(_shown(w.page, rows, "data-key")) == expected
+        hidden = len(names) - len(expected)
+        assert w.page.text_content("#filter-status").startswith(f"{hidden} explainers hidden.")
+        w.page.fill("#filter-explainers", "")
+        assert len(_shown(w.page, rows, "data-key")) == len(names)
+        w.page.fill("#filter-tracks", "synth-01")
+        assert _shown(w.page, "table.overview th[data-track]", "data-track") == ["synth-01"]
+        assert _shown(w.page, "ul.tracks li[data-track]", "data-track") == ["synth-01"]
+        assert len(_shown(w.page, "table.overview td[data-track]", "data-track")) == len(names)  # one column
+        w.page.fill("#filter-tracks", "")
+        assert _shown(w.page, "table.overview th[data-track]", "data-track") == tracks
+        # a track's own page: linked from the overview, with the same filter box
+        w.page.click("ul.tracks li[data-track='synth-03'] a")
+        w.page.wait_for_load_state("load")
+        assert w.page.url.startswith((large_site / "tracks").as_uri())
+        table = "section.track table.board[data-track='synth-03'] tbody tr[data-key]"
+        assert sorted(_shown(w.page, table, "data-key")) == sorted(names)
+        w.page.fill("#filter-explainers", "cam")
+        assert sorted(_shown(w.page, table, "data-key")) == sorted(n for n in names if "cam" in n)
+        _shot(w.page, "large-track-filtered")
+        assert w.errors == [], w.errors
+        assert w.outside == [], f"requests outside the site: {w.outside}"
+    finally:
+        w.page.close()

@@ -3,7 +3,11 @@
 Layout of the output folder (default ``<leaderboard dir>/site``)::
 
     index.html               overview: the cross-track summary (mean win rate), one sortable table per
-                             track (overall rank first), disclosure filters
+                             track (overall rank first), a filter box (explainers, tracks) and the
+                             disclosure filters
+    tracks/<k>-<slug>.html   large boards only: each track's tables on their own page, so the overview
+                             stays small (over views.tracks.INLINE_CELLS table cells in all)
+    correlations/<k>-<slug>.html  the same boards: each track's correlations on their own page
     explainers/<slug>.html   one page per submission: overlays, curves, distributions, provenance
     methodology.html         metrics from the registry: family, direction, version, description
     correlations.html        Spearman rho metric x metric across explainers; each metric vs pasta_q1;
@@ -45,7 +49,7 @@ from xaibench.site.views.explainers import explainer_tracks
 from xaibench.site.views.meta import meta_tracks
 from xaibench.site.views.methodology import methodology
 from xaibench.site.views.overview import overview
-from xaibench.site.views.tracks import track_view
+from xaibench.site.views.tracks import place_tracks, track_view
 from xaibench.site.writer import Page, write_site
 
 
@@ -128,19 +132,25 @@ def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_
         "has_meta": board.meta is not None,  # the metrics page (xaibench meta's cards) is built
     }
     names = {s.key: (str(s.data["explainer"].get("name", s.key)), s.name) for s in subs}
+    tracks = [track_view(board, t, by_key) for t in board.track_names()]
+    track_files = place_tracks(tracks)
+    corr_files = {t: f.replace("tracks/", "correlations/", 1) for t, f in track_files.items()}
+    correlations = [correlation_view(board, t, k, corr_files.get(t)) for k, t in enumerate(board.track_names())]
+    page_data = {
+        "schema": LEADERBOARD_SCHEMA,
+        "explainers": {s.key: {"name": s.name, "tuned": s.tuned, "reference": s.reference} for s in subs},
+    }
     pages = {
         "index.html": Page(
             "index.html.j2",
             {
                 "root": "",
                 "page": "overview",
-                "tracks": [track_view(board, t, by_key) for t in board.track_names()],
-                "overview": overview(board, by_key),
+                "tracks": tracks,
+                "split": bool(track_files),
+                "overview": overview(board, by_key, track_files),
                 "rules": rules,
-                "page_data": {
-                    "schema": LEADERBOARD_SCHEMA,
-                    "explainers": {s.key: {"name": s.name, "tuned": s.tuned, "reference": s.reference} for s in subs},
-                },
+                "page_data": page_data,
                 **common,
             },
         ),
@@ -153,13 +163,24 @@ def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_
             {
                 "root": "",
                 "page": "correlations",
-                "tracks": [correlation_view(board, t) for t in board.track_names()],
+                "tracks": correlations,
+                "split": bool(track_files),
                 "reference": PERCEPTUAL_REFERENCE,
                 "human": human_ratings_section(board.rows, names, paper_dir),
                 **common,
             },
         ),
     }
+    for view in tracks:  # large boards: one page per track (views.tracks.place_tracks), and its correlations
+        if view["name"] in track_files:
+            pages[track_files[view["name"]]] = Page(
+                "track.html.j2",
+                {"root": "../", "page": "track", "t": view, "rules": rules, "page_data": page_data, **common},
+            )
+    for corr in correlations:
+        if corr["name"] in corr_files:
+            context = {"root": "../", "page": "correlations", "t": corr, "reference": PERCEPTUAL_REFERENCE, **common}
+            pages[corr_files[corr["name"]]] = Page("correlation_track.html.j2", context)
     if board.meta is not None:  # the meta.json of xaibench meta applied to this board
         pages["metrics.html"] = Page(
             "metrics.html.j2", {"root": "", "page": "metrics", "meta_tracks": meta_tracks(board), **common}

@@ -35,6 +35,29 @@ def _points(xs: Sequence[float], ys: Sequence[float], sx: object, sy: object) ->
     return " ".join(f"{_f(sx(x))},{_f(sy(y))}" for x, y in zip(xs, ys, strict=False))  # type: ignore[operator]
 
 
+OTHER_POINTS = 26
+"""The most points of a grey context line (a 51-point deletion curve is drawn from every other
+point): with 50 explainers on a track, their lines are most of an explainer page's bytes."""
+
+
+def _thin(xs: Sequence[float], ys: Sequence[float], most: int = OTHER_POINTS) -> tuple[list[float], list[float]]:
+    """At most ``most`` points of a line, evenly spaced, the last one kept."""
+    n = min(len(xs), len(ys))
+    if n <= most:
+        return list(xs[:n]), list(ys[:n])
+    step = math.ceil((n - 1) / (most - 1))
+    keep = [*range(0, n - 1, step), n - 1]
+    return [xs[k] for k in keep], [ys[k] for k in keep]
+
+
+def _points1(xs: Sequence[float], ys: Sequence[float], sx: object, sy: object) -> str:
+    """Points with one decimal (a tenth of a pixel), for the grey context lines."""
+    return " ".join(
+        f"{sx(x):.1f},{sy(y):.1f}".replace(".0,", ",").removesuffix(".0")  # type: ignore[operator]
+        for x, y in zip(xs, ys, strict=False)
+    )
+
+
 def curve_chart(
     series: Sequence[Series],
     *,
@@ -81,7 +104,8 @@ def curve_chart(
                 f'<polygon class="band" points="{upper} {lower}"><title>{escape(s.label)}: IQR</title></polygon>'
             )
         cls = "line main" if s.main else "line other"
-        parts.append(f'<polyline class="{cls}" fill="none" points="{_points(s.x, s.y, sx, sy)}">')
+        points = _points(s.x, s.y, sx, sy) if s.main else _points1(*_thin(s.x, s.y), sx, sy)
+        parts.append(f'<polyline class="{cls}" fill="none" points="{points}">')
         parts.append(f"<title>{escape(s.label)}</title></polyline>")
     parts.append(
         f'<text class="axis" x="{left + pw / 2:.1f}" y="{height - 4}" text-anchor="middle">{escape(x_label)}</text>'
@@ -121,11 +145,13 @@ def histogram_chart(
         f"<title>{escape(title)}</title>",
     ]
     for a, b, c in zip(edges, edges[1:], counts, strict=False):
+        if c == 0:
+            continue  # an empty bin draws nothing: leaving it out keeps pages of many charts small
         h = ph * c / peak
         x0, x1 = sx(a), sx(b)
-        parts.append(
-            f'<rect class="bar" x="{x0:.2f}" y="{top + ph - h:.2f}" width="{max(x1 - x0 - 0.5, 0.5):.2f}" '
-            f'height="{h:.2f}"><title>[{_g(a)}, {_g(b)}): {int(c)}</title></rect>'
+        parts.append(  # short numbers: a page holds hundreds of these charts
+            f'<rect x="{_f(x0)}" y="{_f(top + ph - h)}" width="{_f(max(x1 - x0 - 0.5, 0.5))}" '
+            f'height="{_f(h)}"><title>[{_g(a)}, {_g(b)}): {int(c)}</title></rect>'
         )
     parts.append(f'<line class="base" x1="0" x2="{width}" y1="{top + ph}" y2="{top + ph}"/>')
     if mean is not None and math.isfinite(mean):

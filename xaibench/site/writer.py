@@ -103,6 +103,7 @@ def fill_site(folder: Path, pages: Mapping[str, Page], files: Mapping[str, str |
         else:
             (folder / rel).write_text(content, encoding="utf-8")
     for rel, page in pages.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)  # tracks/ only when a board has track pages
         (folder / rel).write_text(env.get_template(page.template).render(**page.context), encoding="utf-8")
     (folder / MARKER).write_text(f"built by xaibench {__version__}\n", encoding="utf-8")
     for p in folder.rglob("*"):

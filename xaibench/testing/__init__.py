@@ -12,5 +12,8 @@
   every build, in a fresh process too);
 - :mod:`xaibench.testing.pasta_release`: a synthetic PASTA release whose votes follow known
   properties of the maps, with rater noise (its held-out Spearman is measurable), and
-  ``RandomConvFeatures``, an image encoder that needs no weights.
+  ``RandomConvFeatures``, an image encoder that needs no weights;
+- :mod:`xaibench.testing.scale`: synthetic per-sample records and submission files at any scale
+  (tracks, explainers, metrics, samples), seeded, written by the project's own store and
+  submission writer (``ScaleSpec``, ``ScaleData``, ``write_scale_records``, ``write_scale_submissions``).
 """

@@ -1,4 +1,4 @@
-// xaibench leaderboard site: sortable tables and disclosure filters. Vanilla JS, no requests.
+// xaibench leaderboard site: sortable tables, the filter box and disclosure filters. Vanilla JS, no requests.
 (function () {
   "use strict";
 
@@ -59,27 +59,51 @@
     try { return JSON.parse(block.textContent); } catch (e) { return null; }
   }
 
+  // Lower-case text of a search box ("" when absent).
+  function query(input) { return input ? input.value.trim().toLowerCase() : ""; }
+
+  // The filters: explainers by name (the filter box), tuned and reference explainers (the
+  // disclosure boxes), tracks by name (on the overview: columns, sections, links).
   function setUpFilters(data) {
     var tuned = document.getElementById("hide-tuned");
     var reference = document.getElementById("hide-reference");
     var status = document.getElementById("filter-status");
-    if (!tuned || !reference || !data || !data.explainers) return;
-    var flags = data.explainers;
+    var byName = document.getElementById("filter-explainers");
+    var byTrack = document.getElementById("filter-tracks");
+    if (!tuned || !reference || !status) return;
+    var flags = data && data.explainers ? data.explainers : {};
     function apply() {
       var hidden = {};
+      var text = query(byName);
       Array.prototype.forEach.call(document.querySelectorAll("tr[data-key]"), function (row) {
         var name = row.getAttribute("data-key");
+        var shown = (row.getAttribute("data-name") || name).toLowerCase();
         var f = Object.prototype.hasOwnProperty.call(flags, name) ? flags[name] : {};
-        var hide = (tuned.checked && f.tuned === true) || (reference.checked && f.reference === true);
+        var hide = (tuned.checked && f.tuned === true) || (reference.checked && f.reference === true) ||
+          (text !== "" && shown.indexOf(text) < 0 && name.toLowerCase().indexOf(text) < 0);
         row.hidden = hide;
         if (hide) hidden[name] = true;
       });
+      var trackText = query(byTrack);
+      var tracksHidden = {};
+      if (byTrack) {
+        Array.prototype.forEach.call(document.querySelectorAll("[data-track]"), function (el) {
+          var track = el.getAttribute("data-track");
+          var hide = trackText !== "" && track.toLowerCase().indexOf(trackText) < 0;
+          el.hidden = hide;
+          if (hide) tracksHidden[track] = true;
+        });
+      }
       var n = Object.keys(hidden).length;
+      var t = Object.keys(tracksHidden).length;
       status.textContent = (n ? n + " explainer" + (n === 1 ? "" : "s") + " hidden. " : "") +
+        (t ? t + " track" + (t === 1 ? "" : "s") + " hidden. " : "") +
         "Ranks are computed over all submissions; hiding rows does not re-rank.";
     }
     tuned.addEventListener("change", apply);
     reference.addEventListener("change", apply);
+    if (byName) byName.addEventListener("input", apply);
+    if (byTrack) byTrack.addEventListener("input", apply);
     apply();
   }
 

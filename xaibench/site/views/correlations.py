@@ -27,6 +27,11 @@ class VersusReference(TypedDict):
 
 class CorrelationView(TypedDict):
     name: str
+    anchor: str
+    """The id of the track's section (``corr-<k>``, k from 1 in track order)."""
+    href: str
+    """Where the section is, from the correlations page: ``#<anchor>`` on it, or the track's own
+    correlations page on large boards (``correlations/<k>-<slug>.html``)."""
     title: str
     n_explainers: int
     ranked_svg: Markup | None
@@ -39,8 +44,9 @@ class CorrelationView(TypedDict):
     versus: list[VersusReference]
 
 
-def correlation_view(board: Leaderboard, track: str) -> CorrelationView:
-    """The correlations of ``track``, from the board's rows (the means of the explainers there)."""
+def correlation_view(board: Leaderboard, track: str, index: int = 0, page: str | None = None) -> CorrelationView:
+    """The correlations of ``track``, from the board's rows (the means of the explainers there);
+    ``index``: the track's position (from 0); ``page``: its own page, on large boards."""
     values: dict[str, dict[str, float]] = defaultdict(dict)
     directions: dict[str, str] = {}
     families: dict[str, str] = {}
@@ -80,8 +86,11 @@ def correlation_view(board: Leaderboard, track: str) -> CorrelationView:
         shown = sorted({labels[m] for m in metrics if m in labels})
         return f"Spearman rho between {what}, {track}" + (f" (perceptual values: {'; '.join(shown)})" if shown else "")
 
+    anchor = f"corr-{index + 1}"
     return {
         "name": track,
+        "anchor": anchor,
+        "href": page or "#" + anchor,
         "title": track_title(board, track),
         "n_explainers": n_explainers,
         "ranked_svg": charts.heatmap(

@@ -38,6 +38,8 @@ class OverviewRow(TypedDict):
 class TrackLink(TypedDict):
     name: str
     anchor: str
+    href: str
+    """Where the track's tables are: ``#<anchor>`` on the overview, or the track's own page."""
 
 
 class Overview(TypedDict):
@@ -58,8 +60,10 @@ def summary_of(board: Leaderboard) -> WinRates:
     return win_rates(board.rows)
 
 
-def overview(board: Leaderboard, by_key: Mapping[str, Submitted]) -> Overview:
-    """The table across tracks: explainers in the summary's order, mean win rate, each track's overall rank."""
+def overview(board: Leaderboard, by_key: Mapping[str, Submitted], hrefs: Mapping[str, str] | None = None) -> Overview:
+    """The table across tracks: explainers in the summary's order, mean win rate, each track's
+    overall rank; ``hrefs``: track -> its own page, for the tracks not on the overview."""
+    hrefs = hrefs or {}
     summary = summary_of(board)
     info: dict[str, ExplainerWinRate] = summary["explainers"]
     order = [str(x) for x in summary["order"] if x in info]
@@ -93,7 +97,12 @@ def overview(board: Leaderboard, by_key: Mapping[str, Submitted]) -> Overview:
                 "ranks": [_track_rank(ranks.get(t), t, shared) for t in track_names],
             }
         )
-    return {"rows": rows, "tracks": [{"name": t, "anchor": track_anchor(t)} for t in track_names]}
+    return {
+        "rows": rows,
+        "tracks": [
+            {"name": t, "anchor": track_anchor(t), "href": hrefs.get(t, "#" + track_anchor(t))} for t in track_names
+        ],
+    }
 
 
 def _track_rank(rank: object, track: str, shared: Mapping[tuple[str, object], int]) -> TrackRank:

@@ -3,6 +3,7 @@ metrics; the other metrics with values; the metrics without any value, with the 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import TypedDict
@@ -55,6 +56,9 @@ class TrackRow(TypedDict):
 class TrackView(TypedDict):
     name: str
     anchor: str
+    href: str
+    """Where the track's tables are, from the overview: ``#<anchor>`` on it, or its own page
+    (:func:`place_tracks`)."""
     title: str
     provenance: Provenance
     explained_class: list[ExplainedClass]
@@ -130,6 +134,7 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
     return {
         "name": track,
         "anchor": track_anchor(track),
+        "href": "#" + track_anchor(track),
         "title": track_title(board, track),
         "provenance": prov if isinstance(prov, dict) else {},
         "explained_class": explained_class(prov if isinstance(prov, dict) else {}),
@@ -142,6 +147,35 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
         "inapplicable_reason": top_reason(by_key, track, [m["id"] for m in inapplicable]),
         "rows": body,
     }
+
+
+INLINE_CELLS = 3000
+"""The most table cells (rows x columns over every track) the overview shows itself; a larger
+board gets one page per track (about 300 bytes a cell: 3,000 cells keep the overview near 1 MB)."""
+
+
+def track_cells(view: TrackView) -> int:
+    """The cells of a track's tables: each row's name, overall rank, families and metrics."""
+    return len(view["rows"]) * (2 + len(view["families"]) + len(view["ranked"]) + len(view["others"]))
+
+
+def track_page(index: int, track: str) -> str:
+    """The site-relative file of a track's own page: its position and a slug of its name
+    (generated, never the submitted string itself)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", track.lower()).strip("-")[:40] or "track"
+    return f"tracks/{index + 1:03d}-{slug}.html"
+
+
+def place_tracks(views: list[TrackView], inline_cells: int = INLINE_CELLS) -> dict[str, str]:
+    """Put each track on the overview (small boards) or on its own page (when the tables hold
+    more than ``inline_cells`` cells in all); sets each view's ``href`` and returns track name
+    -> its page's site-relative file (empty when the overview holds them all)."""
+    if sum(track_cells(v) for v in views) <= inline_cells:
+        return {}
+    pages = {v["name"]: track_page(k, v["name"]) for k, v in enumerate(views)}
+    for v in views:
+        v["href"] = pages[v["name"]]
+    return pages
 
 
 def _overall_rank(cells: Mapping[str, BoardRow]) -> int | None:
