@@ -1,4 +1,5 @@
-"""Summary statistics of per-sample values: mean and a seeded 95 % bootstrap interval."""
+"""Summary statistics of per-sample values: mean and a seeded 95 % bootstrap interval, and the
+paired intervals of many explainers from one shared resample (:func:`paired_intervals`)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,80 @@ def bootstrap_ci(values: Sequence[float], seed: int, n_boot: int = N_BOOTSTRAP) 
     means = arr[rng.integers(0, arr.size, size=(n_boot, arr.size))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
+
+
+def resample_counts(n: int, seed: int, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
+    """``(n_boot, n)`` float counts: how often each of ``n`` ids is drawn in each of ``n_boot``
+    resamples of ``n`` draws with replacement. The draws are those of :func:`bootstrap_ci`,
+    ``numpy.random.default_rng(seed).integers(0, n, size=(n_boot, n))``; each row sums to ``n``."""
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    flat = (idx + (np.arange(n_boot, dtype=np.int64) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n).astype(np.float64)
+
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def paired_intervals(
+    values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Percentile 95 % intervals of the paired mean differences of ``E`` explainers from one
+    shared resample of their ``S`` ids.
+
+    ``values`` (E, S) and ``mask`` (E, S, True where the explainer has a value; values elsewhere
+    are ignored), ``counts`` (B, S) from :func:`resample_counts`. For each pair ``i < j`` with at
+    least ``min_shared`` shared ids (both have a value), resample r gives the mean of
+    ``values[i] - values[j]`` over its draws of shared ids,
+    ``sum_s c_rs m_is m_js (v_is - v_js) / sum_s c_rs m_is m_js`` (a resample that draws no
+    shared id is left out), and the interval is ``numpy.percentile`` at 2.5 and 97.5 of those
+    means, as in :func:`bootstrap_ci`. Returns ``(shared, low, high)``: (E, E) shared counts, and
+    (E, E) bounds set for ``i < j`` with enough shared ids (NaN elsewhere), in the values' units.
+
+    Cost: one (B, S) x (S, 2E) product for the sums over each explainer's ids, plus, per
+    explainer ``j``, a product over the few ids ``j`` lacks that removes them from every other
+    explainer's sums (so n/a must be sparse for this to be fast; no n/a: no correction). A
+    resample mean within the float rounding bound of these sums of 0 counts as exactly 0, so
+    differences that are all 0 give the interval (0, 0), as a direct sum would.
+    """
+    n_exp, n_ids = values.shape
+    n_boot = counts.shape[0]
+    m = mask.astype(np.float64)
+    w = np.where(mask, values, 0.0)
+    shared = np.rint(m @ m.T).astype(np.int64)
+    low = np.full((n_exp, n_exp), np.nan)
+    high = np.full((n_exp, n_exp), np.nan)
+    i, j = np.triu_indices(n_exp, 1)
+    keep = shared[i, j] >= max(min_shared, 1)
+    i, j = i[keep], j[keep]
+    if i.size == 0:
+        return shared, low, high
+    wm = np.concatenate([w, m])  # (2E, S): values, then presence
+    sums = counts @ wm.T  # (B, 2E): per resample, sums over each explainer's ids
+    p, q = sums[:, :n_exp], sums[:, n_exp:]
+    x = np.zeros((n_boot, n_exp, n_exp))  # x[:, a, b]: sum of c w_a over the ids b lacks
+    y = np.zeros((n_boot, n_exp, n_exp))  # y[:, a, b]: sum of c m_a over the ids b lacks
+    for b in np.unique(np.concatenate([i, j])):
+        lack = np.flatnonzero(~mask[b])
+        if lack.size:
+            part = counts[:, lack] @ wm[:, lack].T
+            x[:, :, b], y[:, :, b] = part[:, :n_exp], part[:, n_exp:]
+    num = (p[:, i] - x[:, i, j]) - (p[:, j] - x[:, j, i])
+    den = q[:, i] - y[:, i, j]
+    vmax = np.max(np.abs(w), axis=1)
+    bound = (2 * n_ids + 8) * _EPS * (vmax[i] * q[:, i] + vmax[j] * q[:, j])
+    num[np.abs(num) <= bound] = 0.0
+    drawn = den > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(drawn, num / np.where(drawn, den, 1.0), np.nan)
+    full = drawn.all(axis=0)
+    if full.any():
+        bounds = np.percentile(means[:, full], [2.5, 97.5], axis=0)
+        low[i[full], j[full]], high[i[full], j[full]] = bounds[0], bounds[1]
+    for k in np.flatnonzero(~full):
+        column = means[drawn[:, k], k]
+        if column.size:
+            low[i[k], j[k]], high[i[k], j[k]] = np.percentile(column, [2.5, 97.5])
+    return shared, low, high
 
 
 def summarise(records: Sequence[dict[str, Any]], *, seed: int, label: str) -> dict[str, Any]:
