@@ -39,10 +39,12 @@ def bootstrap_ci(values: Sequence[float], seed: int, n_boot: int = N_BOOTSTRAP) 
 def resample_counts(n: int, seed: int, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
     """``(n_boot, n)`` float counts: how often each of ``n`` ids is drawn in each of ``n_boot``
     resamples of ``n`` draws with replacement. The draws are those of :func:`bootstrap_ci`,
-    ``numpy.random.default_rng(seed).integers(0, n, size=(n_boot, n))``; each row sums to ``n``."""
+    ``numpy.random.default_rng(seed).integers(0, n, size=(n_boot, n))``; each row sums to ``n``.
+    The array is the transpose of a C-ordered ``(n, n_boot)`` one (what the products read)."""
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-    flat = (idx + (np.arange(n_boot, dtype=np.int64) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n).astype(np.float64)
+    idx *= n_boot
+    idx += np.arange(n_boot, dtype=idx.dtype)[:, None]  # draw of id s in resample r -> s * n_boot + r
+    return np.bincount(idx.ravel(), minlength=n_boot * n).astype(np.float64).reshape(n, n_boot).T
 
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -63,11 +65,13 @@ def paired_intervals(
     means, as in :func:`bootstrap_ci`. Returns ``(shared, low, high)``: (E, E) shared counts, and
     (E, E) bounds set for ``i < j`` with enough shared ids (NaN elsewhere), in the values' units.
 
-    Cost: one (B, S) x (S, 2E) product for the sums over each explainer's ids, plus, per
-    explainer ``j``, a product over the few ids ``j`` lacks that removes them from every other
-    explainer's sums (so n/a must be sparse for this to be fast; no n/a: no correction). A
-    resample mean within the float rounding bound of these sums of 0 counts as exactly 0, so
-    differences that are all 0 give the interval (0, 0), as a direct sum would.
+    Cost: one (2E, S) x (S, B) product for the sums over each explainer's ids, plus, per
+    explainer ``j`` with n/a, a product over the ids ``j`` lacks that takes them out of the sums
+    of its pairs (fast when n/a are sparse; none without n/a); memory: two (pairs, B) arrays. A
+    resample's sum of differences within the float rounding bound of these sums of 0
+    (``(2 S + 8) eps S (max|v_i| + max|v_j|)``) counts as exactly 0, so differences that are all
+    0 give the interval (0, 0), and resamples of equal values a mean of exactly 0, as a direct
+    sum would.
     """
     n_exp, n_ids = values.shape
     n_boot = counts.shape[0]
@@ -81,32 +85,39 @@ def paired_intervals(
     i, j = i[keep], j[keep]
     if i.size == 0:
         return shared, low, high
+    ct = counts.T  # (S, B)
     wm = np.concatenate([w, m])  # (2E, S): values, then presence
-    sums = counts @ wm.T  # (B, 2E): per resample, sums over each explainer's ids
-    p, q = sums[:, :n_exp], sums[:, n_exp:]
-    x = np.zeros((n_boot, n_exp, n_exp))  # x[:, a, b]: sum of c w_a over the ids b lacks
-    y = np.zeros((n_boot, n_exp, n_exp))  # y[:, a, b]: sum of c m_a over the ids b lacks
+    sums = wm @ ct  # (2E, B): per resample, sums over each explainer's ids
+    pair = np.full((n_exp, n_exp), -1)
+    pair[i, j] = np.arange(i.size)
+    num = sums[i] - sums[j]  # (pairs, B), less the sums over ids one of the pair lacks, below
+    den = sums[n_exp + i]
+    part = np.empty((2 * n_exp, n_boot))
     for b in np.unique(np.concatenate([i, j])):
         lack = np.flatnonzero(~mask[b])
-        if lack.size:
-            part = counts[:, lack] @ wm[:, lack].T
-            x[:, :, b], y[:, :, b] = part[:, :n_exp], part[:, n_exp:]
-    num = (p[:, i] - x[:, i, j]) - (p[:, j] - x[:, j, i])
-    den = q[:, i] - y[:, i, j]
+        if not lack.size:
+            continue
+        np.matmul(wm[:, lack], ct[lack], out=part)  # every explainer's sums over the ids b lacks
+        below = i[j == b]  # pairs (a, b): a's sums lose the ids b lacks
+        rows = pair[below, b]
+        num[rows] -= part[below]
+        den[rows] -= part[n_exp + below]
+        above = j[i == b]  # pairs (b, a): so do a's, on the other side of the difference
+        num[pair[b, above]] += part[above]
     vmax = np.max(np.abs(w), axis=1)
-    bound = (2 * n_ids + 8) * _EPS * (vmax[i] * q[:, i] + vmax[j] * q[:, j])
-    num[np.abs(num) <= bound] = 0.0
+    bound = (2 * n_ids + 8) * _EPS * n_ids * (vmax[i] + vmax[j])  # rounding of sums of <= n_ids draws
+    num[np.abs(num) <= bound[:, None]] = 0.0
     drawn = den > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(drawn, num / np.where(drawn, den, 1.0), np.nan)
-    full = drawn.all(axis=0)
+        means = num / den
+    full = drawn.all(axis=1)
     if full.any():
-        bounds = np.percentile(means[:, full], [2.5, 97.5], axis=0)
+        bounds = np.percentile(means[full], [2.5, 97.5], axis=1)
         low[i[full], j[full]], high[i[full], j[full]] = bounds[0], bounds[1]
     for k in np.flatnonzero(~full):
-        column = means[drawn[:, k], k]
-        if column.size:
-            low[i[k], j[k]], high[i[k], j[k]] = np.percentile(column, [2.5, 97.5])
+        row = means[k, drawn[k]]
+        if row.size:
+            low[i[k], j[k]], high[i[k], j[k]] = np.percentile(row, [2.5, 97.5])
     return shared, low, high
 
 
