@@ -9,7 +9,7 @@ import pytest
 
 from xaibench.publish.leaderboard import Entry, compare, paired_table, rank_metric, resample_ids
 from xaibench.seeds import derive_seed
-from xaibench.stats import N_BOOTSTRAP, bootstrap_ci, paired_intervals, resample_counts
+from xaibench.stats import N_BOOTSTRAP, bootstrap_ci, paired_intervals, paired_signs, resample_counts
 
 
 def reference(
@@ -146,3 +146,22 @@ def test_compare_resamples_the_given_ids() -> None:
     assert compare(a, b) != compare(a, b, ids=union)  # another resample: another interval
     assert compare(a, b).winner == compare(a, b, ids=union).winner == "b"
     assert N_BOOTSTRAP == 1000
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_paired_signs_are_the_signs_of_the_interval_bounds(seed: int) -> None:
+    """The winners-only path (counting resample means <= 0 and < 0, percentiles only where the
+    count is undecided) gives exactly ``low > 0`` and ``high < 0``, also for pairs whose interval
+    touches 0 (copies, equal values on most ids, small shifts) and with n/a."""
+    values, mask = field(seed)
+    rng = np.random.default_rng(seed + 10)
+    values[6] = values[7] + rng.normal(0.03, 0.1, values.shape[1])  # a shift near the edge of the interval
+    values = np.concatenate([values, (rng.random((3, values.shape[1])) > 0.5).astype(float)])
+    mask = np.concatenate([mask, rng.random((3, values.shape[1])) > 0.02])
+    counts = resample_counts(values.shape[1], seed)
+    shared, low, high = paired_intervals(values, mask, counts, min_shared=8)
+    shared_too, above, below = paired_signs(values, mask, counts, min_shared=8)
+    assert (shared == shared_too).all()
+    with np.errstate(invalid="ignore"):
+        assert (above == (low > 0)).all() and (below == (high < 0)).all()
+    assert (above | below).any() and not (above | below)[0, 1]

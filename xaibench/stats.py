@@ -50,41 +50,22 @@ def resample_counts(n: int, seed: int, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def paired_intervals(
-    values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int = 2
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Percentile 95 % intervals of the paired mean differences of ``E`` explainers from one
-    shared resample of their ``S`` ids.
-
-    ``values`` (E, S) and ``mask`` (E, S, True where the explainer has a value; values elsewhere
-    are ignored), ``counts`` (B, S) from :func:`resample_counts`. For each pair ``i < j`` with at
-    least ``min_shared`` shared ids (both have a value), resample r gives the mean of
-    ``values[i] - values[j]`` over its draws of shared ids,
-    ``sum_s c_rs m_is m_js (v_is - v_js) / sum_s c_rs m_is m_js`` (a resample that draws no
-    shared id is left out), and the interval is ``numpy.percentile`` at 2.5 and 97.5 of those
-    means, as in :func:`bootstrap_ci`. Returns ``(shared, low, high)``: (E, E) shared counts, and
-    (E, E) bounds set for ``i < j`` with enough shared ids (NaN elsewhere), in the values' units.
-
-    Cost: one (2E, S) x (S, B) product for the sums over each explainer's ids, plus, per
-    explainer ``j`` with n/a, a product over the ids ``j`` lacks that takes them out of the sums
-    of its pairs (fast when n/a are sparse; none without n/a); memory: two (pairs, B) arrays. A
-    resample's sum of differences within the float rounding bound of these sums of 0
-    (``(2 S + 8) eps S (max|v_i| + max|v_j|)``) counts as exactly 0, so differences that are all
-    0 give the interval (0, 0), and resamples of equal values a mean of exactly 0, as a direct
-    sum would.
-    """
+def _paired_means(
+    values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(shared, i, j, means, drawn)``: (E, E) shared counts, the pairs ``i < j`` with at least
+    ``min_shared`` shared ids, and per pair and resample the mean difference (pairs, B) and
+    whether the resample drew a shared id (see :func:`paired_intervals`)."""
     n_exp, n_ids = values.shape
     n_boot = counts.shape[0]
     m = mask.astype(np.float64)
     w = np.where(mask, values, 0.0)
     shared = np.rint(m @ m.T).astype(np.int64)
-    low = np.full((n_exp, n_exp), np.nan)
-    high = np.full((n_exp, n_exp), np.nan)
     i, j = np.triu_indices(n_exp, 1)
     keep = shared[i, j] >= max(min_shared, 1)
     i, j = i[keep], j[keep]
     if i.size == 0:
-        return shared, low, high
+        return shared, i, j, np.empty((0, n_boot)), np.empty((0, n_boot), dtype=bool)
     ct = counts.T  # (S, B)
     wm = np.concatenate([w, m])  # (2E, S): values, then presence
     sums = wm @ ct  # (2E, B): per resample, sums over each explainer's ids
@@ -110,6 +91,38 @@ def paired_intervals(
     drawn = den > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         means = num / den
+    if not drawn.all():
+        means[~drawn] = np.nan
+    return shared, i, j, means, drawn
+
+
+def paired_intervals(
+    values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Percentile 95 % intervals of the paired mean differences of ``E`` explainers from one
+    shared resample of their ``S`` ids.
+
+    ``values`` (E, S) and ``mask`` (E, S, True where the explainer has a value; values elsewhere
+    are ignored), ``counts`` (B, S) from :func:`resample_counts`. For each pair ``i < j`` with at
+    least ``min_shared`` shared ids (both have a value), resample r gives the mean of
+    ``values[i] - values[j]`` over its draws of shared ids,
+    ``sum_s c_rs m_is m_js (v_is - v_js) / sum_s c_rs m_is m_js`` (a resample that draws no
+    shared id is left out), and the interval is ``numpy.percentile`` at 2.5 and 97.5 of those
+    means, as in :func:`bootstrap_ci`. Returns ``(shared, low, high)``: (E, E) shared counts, and
+    (E, E) bounds set for ``i < j`` with enough shared ids (NaN elsewhere), in the values' units.
+
+    Cost: one (2E, S) x (S, B) product for the sums over each explainer's ids, plus, per
+    explainer ``j`` with n/a, a product over the ids ``j`` lacks that takes them out of the sums
+    of its pairs (fast when n/a are sparse; none without n/a); memory: two (pairs, B) arrays. A
+    resample's sum of differences within the float rounding bound of these sums of 0
+    (``(2 S + 8) eps S (max|v_i| + max|v_j|)``) counts as exactly 0, so differences that are all
+    0 give the interval (0, 0), and resamples of equal values a mean of exactly 0, as a direct
+    sum would.
+    """
+    n_exp = len(values)
+    shared, i, j, means, drawn = _paired_means(values, mask, counts, min_shared)
+    low = np.full((n_exp, n_exp), np.nan)
+    high = np.full((n_exp, n_exp), np.nan)
     full = drawn.all(axis=1)
     if full.any():
         bounds = np.percentile(means[full], [2.5, 97.5], axis=1)
@@ -119,6 +132,38 @@ def paired_intervals(
         if row.size:
             low[i[k], j[k]], high[i[k], j[k]] = np.percentile(row, [2.5, 97.5])
     return shared, low, high
+
+
+def paired_signs(
+    values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ranking needs of :func:`paired_intervals`, without the intervals: ``(shared, above,
+    below)``, (E, E) with ``above[i, j]`` the interval of mean(values[i] - values[j]) lies above 0
+    (its low bound > 0) and ``below[i, j]`` below 0 (high bound < 0), for ``i < j`` with enough
+    shared ids (False elsewhere). Decided by counting the resample means <= 0 and < 0 (a
+    percentile between two order statistics of one sign has that sign); a pair whose count puts
+    0 between the two order statistics a bound interpolates gets ``numpy.percentile`` itself, so
+    the answer is exactly that of the bounds."""
+    n_exp = len(values)
+    shared, i, j, means, drawn = _paired_means(values, mask, counts, min_shared)
+    above = np.zeros((n_exp, n_exp), dtype=bool)
+    below = np.zeros((n_exp, n_exp), dtype=bool)
+    if i.size == 0:
+        return shared, above, below
+    n = drawn.sum(axis=1)
+    with np.errstate(invalid="ignore"):
+        not_positive = (means <= 0).sum(axis=1)  # NaN (no shared id drawn) counts in neither
+        negative = (means < 0).sum(axis=1)
+    k_low = np.floor(0.025 * (n - 1)).astype(np.int64)  # low interpolates order statistics k, k + 1
+    k_high = np.floor(0.975 * (n - 1)).astype(np.int64)
+    up = not_positive <= k_low  # the k-th smallest is > 0
+    down = negative >= k_high + 2  # the (k + 1)-th smallest is < 0
+    unsure = (not_positive == k_low + 1) | (negative == k_high + 1) | (n < 2)
+    for k in np.flatnonzero(unsure & (n > 0)):
+        low, high = np.percentile(means[k, drawn[k]], [2.5, 97.5])
+        up[k], down[k] = low > 0, high < 0
+    above[i, j], below[i, j] = up & (n > 0), down & (n > 0)
+    return shared, above, below
 
 
 def summarise(records: Sequence[dict[str, Any]], *, seed: int, label: str) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from xaibench.publish.shapes import (
 )
 from xaibench.publish.submission_files import Submission
 from xaibench.seeds import derive_seed
-from xaibench.stats import N_BOOTSTRAP, paired_intervals, resample_counts
+from xaibench.stats import N_BOOTSTRAP, paired_intervals, paired_signs, resample_counts
 
 ROW_COLUMNS = ("track", "explainer", "metric", "family", "direction", "value", "ci_low", "ci_high", "n", "n_na", "rank")
 """The tidy columns of DESIGN 8."""
@@ -231,32 +231,42 @@ def _values(entries: Sequence[Entry], ids: Sequence[str]) -> np.ndarray:
 
 
 def paired_table(
-    entries: Sequence[Entry], min_shared: int = int(RULES["min_shared_samples"]), ids: Sequence[str] | None = None
+    entries: Sequence[Entry],
+    min_shared: int = int(RULES["min_shared_samples"]),
+    ids: Sequence[str] | None = None,
+    *,
+    bounds: bool = True,
 ) -> PairedTable:
     """Paired comparisons of ``entries`` (one track and metric, each with per-sample values) from
     one resample of ``ids`` (default :func:`resample_ids`) seeded by
     ``derive_seed(0, "paired", track, metric)``: :func:`xaibench.stats.paired_intervals`. A pair
     with at least ``min_shared`` shared samples has a winner when its interval excludes 0 on the
-    side of the metric's direction (that of the first of the pair in sorted order)."""
+    side of the metric's direction (that of the first of the pair in sorted order).
+    ``bounds=False``: the winners only (:func:`xaibench.stats.paired_signs`, the same answer
+    without computing the percentiles), the bounds left NaN."""
     have = sorted(entries, key=lambda e: e.explainer)
     names = [e.explainer for e in have]
     n = len(have)
     ids = resample_ids(have) if ids is None else list(ids)
     values = _values(have, ids)
     mask = np.isfinite(values)
+    low, high = np.full((n, n), np.nan), np.full((n, n), np.nan)
     if n < 2 or not ids:
         shared = np.rint(mask.astype(np.float64) @ mask.T.astype(np.float64)).astype(np.int64)
-        nan = np.full((n, n), np.nan)
-        return PairedTable(names, shared, nan, nan.copy(), np.full((n, n), -1))
+        return PairedTable(names, shared, low, high, np.full((n, n), -1))
     counts = resample_counts(len(ids), derive_seed(0, "paired", have[0].track, have[0].metric), N_BOOTSTRAP)
     with _one_blas_thread():
-        shared, low, high = paired_intervals(values, mask, counts, min_shared)
-    sign = np.array([1.0 if e.direction == "higher" else -1.0 for e in have])[:, None]  # > 0: first is better
-    with np.errstate(invalid="ignore"):
-        better_low = np.fmin(sign * low, sign * high)
-        better_high = np.fmax(sign * low, sign * high)
+        if bounds:
+            shared, low, high = paired_intervals(values, mask, counts, min_shared)
+            with np.errstate(invalid="ignore"):
+                above, below = low > 0, high < 0
+        else:
+            shared, above, below = paired_signs(values, mask, counts, min_shared)
+    higher = np.array([e.direction == "higher" for e in have])[:, None]
+    first_wins = np.where(higher, above, below)  # mean(first - second) beyond 0 on first's side
+    second_wins = np.where(higher, below, above)
     rows = np.arange(n)
-    winner = np.where(better_low > 0, rows[:, None], np.where(better_high < 0, rows[None, :], -1))
+    winner = np.where(first_wins, rows[:, None], np.where(second_wins, rows[None, :], -1))
     return PairedTable(names, shared, low, high, winner)
 
 
@@ -290,7 +300,7 @@ def rank_metric(
         return out
     if not have:
         return out
-    table = paired_table(have, min_shared)
+    table = paired_table(have, min_shared, bounds=False)
     n = len(have)
     upper = np.triu(np.ones((n, n), dtype=bool), 1)
     wins = upper & (table.winner >= 0)
