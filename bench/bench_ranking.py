@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -116,7 +117,8 @@ def main() -> None:
         print(json.dumps(one(args.one, args.build, args.profile)))
         return
     print(f"{TRACKS} tracks x {METRICS} metrics x {SAMPLES} samples, {NA:.0%} n/a; one subprocess per row")
-    print(f"load average now: {' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())} (CPU s: this process alone)")
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average now: {load} (CPU s: this process alone)")
     for n in args.explainers:
         extra = [f for f, on in (("--build", args.build), ("--profile", args.profile)) if on]
         cmd = [sys.executable, __file__, "--one", str(n), *extra]

@@ -98,7 +98,8 @@ def test_without_na_the_paired_interval_is_the_bootstrap_of_the_differences_on_t
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=30), rng.normal(size=30) + 0.5
     ids = [f"s{k:02d}" for k in range(30)]
-    c = compare(entry("a", dict(zip(ids, a.tolist()))), entry("b", dict(zip(ids, b.tolist()))))
+    first, second = entry("a", dict(zip(ids, a.tolist(), strict=True))), entry("b", dict(zip(ids, b.tolist(), strict=True)))
+    c = compare(first, second)
     expected = bootstrap_ci((a - b).tolist(), derive_seed(0, "paired", "t", "iou"))
     assert (c.shared, c.winner) == (30, "b")
     assert (c.low, c.high) == pytest.approx(expected, abs=1e-12)
@@ -137,9 +138,9 @@ def test_compare_resamples_the_given_ids() -> None:
     (a third explainer's extra ids), it agrees with the table of all three."""
     rng = np.random.default_rng(4)
     ids = [f"s{k:02d}" for k in range(20)]
-    a = entry("a", {s: float(v) for s, v in zip(ids[:16], rng.normal(size=16))})
-    b = entry("b", {s: float(v) for s, v in zip(ids[:16], rng.normal(size=16) + 3.0)})
-    c = entry("c", {s: float(v) for s, v in zip(ids, rng.normal(size=20))})
+    a = entry("a", {s: float(v) for s, v in zip(ids[:16], rng.normal(size=16), strict=True)})
+    b = entry("b", {s: float(v) for s, v in zip(ids[:16], rng.normal(size=16) + 3.0, strict=True)})
+    c = entry("c", {s: float(v) for s, v in zip(ids, rng.normal(size=20), strict=True)})
     union = resample_ids([a, b, c])
     assert union == ids and resample_ids([a, b]) == ids[:16]
     assert compare(a, b, ids=union) == paired_table([a, b, c]).comparison("a", "b")

@@ -2,10 +2,12 @@
 
 Per (track, ranking metric), two explainers are compared on the samples where both have a value
 (their *shared* samples). With at least ``min_shared_samples`` (8) shared samples, the paired
-differences d = a - b get a 95 % percentile bootstrap interval of their mean (1000 resamples,
-seeded from the track, the metric and the pair); a beats b when that interval excludes 0 on a's
-side of the metric's direction, else they tie. The rank of an explainer is 1 + the number of
-explainers that beat it, so ties share ranks and the result does not depend on the input order.
+differences d = a - b get a 95 % percentile bootstrap interval of their mean; a beats b when
+that interval excludes 0 on a's side of the metric's direction, else they tie. All pairs of a
+(track, metric) share one resample of its sample ids (1000 resamples, seeded from the track and
+the metric); each resample's mean difference is over the drawn ids both have
+(:func:`paired_table`). The rank of an explainer is 1 + the number of explainers that beat it,
+so ties share ranks and the result does not depend on the input order.
 An explainer sharing fewer than 8 samples with every other one gets no rank ("too few samples
 (n = k)", k its largest shared count); a submission without per-sample values is not ranked.
 
