@@ -98,8 +98,8 @@ def test_without_na_the_paired_interval_is_the_bootstrap_of_the_differences_on_t
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=30), rng.normal(size=30) + 0.5
     ids = [f"s{k:02d}" for k in range(30)]
-    first, second = entry("a", dict(zip(ids, a.tolist(), strict=True))), entry("b", dict(zip(ids, b.tolist(), strict=True)))
-    c = compare(first, second)
+    first = entry("a", dict(zip(ids, a.tolist(), strict=True)))
+    c = compare(first, entry("b", dict(zip(ids, b.tolist(), strict=True))))
     expected = bootstrap_ci((a - b).tolist(), derive_seed(0, "paired", "t", "iou"))
     assert (c.shared, c.winner) == (30, "b")
     assert (c.low, c.high) == pytest.approx(expected, abs=1e-12)
