@@ -50,12 +50,13 @@ def resample_counts(n: int, seed: int, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _paired_means(
+def _paired_sums(
     values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(shared, i, j, means, drawn)``: (E, E) shared counts, the pairs ``i < j`` with at least
-    ``min_shared`` shared ids, and per pair and resample the mean difference (pairs, B) and
-    whether the resample drew a shared id (see :func:`paired_intervals`)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(shared, i, j, num, den, bound)``: (E, E) shared counts, the pairs ``i < j`` with at
+    least ``min_shared`` shared ids, and per pair and resample (pairs, B) the sum of the drawn
+    differences over shared ids and their number, and per pair the rounding bound of ``num``
+    below which it is 0 (see :func:`paired_intervals`)."""
     n_exp, n_ids = values.shape
     n_boot = counts.shape[0]
     m = mask.astype(np.float64)
@@ -65,7 +66,8 @@ def _paired_means(
     keep = shared[i, j] >= max(min_shared, 1)
     i, j = i[keep], j[keep]
     if i.size == 0:
-        return shared, i, j, np.empty((0, n_boot)), np.empty((0, n_boot), dtype=bool)
+        empty = np.empty((0, n_boot))
+        return shared, i, j, empty, empty, np.empty(0)
     ct = counts.T  # (S, B)
     wm = np.concatenate([w, m])  # (2E, S): values, then presence
     sums = wm @ ct  # (2E, B): per resample, sums over each explainer's ids
@@ -87,6 +89,15 @@ def _paired_means(
         num[pair[b, above]] += part[above]
     vmax = np.max(np.abs(w), axis=1)
     bound = (2 * n_ids + 8) * _EPS * n_ids * (vmax[i] + vmax[j])  # rounding of sums of <= n_ids draws
+    return shared, i, j, num, den, bound
+
+
+def _paired_means(
+    values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(shared, i, j, means, drawn)``: as :func:`_paired_sums`, with the mean differences
+    (NaN where a resample drew no shared id) and whether it drew one."""
+    shared, i, j, num, den, bound = _paired_sums(values, mask, counts, min_shared)
     num[np.abs(num) <= bound[:, None]] = 0.0
     drawn = den > 0
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -145,22 +156,29 @@ def paired_signs(
     0 between the two order statistics a bound interpolates gets ``numpy.percentile`` itself, so
     the answer is exactly that of the bounds."""
     n_exp = len(values)
-    shared, i, j, means, drawn = _paired_means(values, mask, counts, min_shared)
+    shared, i, j, num, den, bound = _paired_sums(values, mask, counts, min_shared)
     above = np.zeros((n_exp, n_exp), dtype=bool)
     below = np.zeros((n_exp, n_exp), dtype=bool)
     if i.size == 0:
         return shared, above, below
-    n = drawn.sum(axis=1)
-    with np.errstate(invalid="ignore"):
-        not_positive = (means <= 0).sum(axis=1)  # NaN (no shared id drawn) counts in neither
-        negative = (means < 0).sum(axis=1)
+    drawn = den > 0
+    edge = bound[:, None]
+    if drawn.all():  # the usual case: every resample draws a shared id of every pair
+        n = np.full(i.size, den.shape[1])
+        not_positive = np.count_nonzero(num <= edge, axis=1)  # the sign of a mean is that of its sum
+        negative = np.count_nonzero(num < -edge, axis=1)
+    else:
+        n = np.count_nonzero(drawn, axis=1)
+        not_positive = np.count_nonzero((num <= edge) & drawn, axis=1)
+        negative = np.count_nonzero((num < -edge) & drawn, axis=1)
     k_low = np.floor(0.025 * (n - 1)).astype(np.int64)  # low interpolates order statistics k, k + 1
     k_high = np.floor(0.975 * (n - 1)).astype(np.int64)
     up = not_positive <= k_low  # the k-th smallest is > 0
     down = negative >= k_high + 2  # the (k + 1)-th smallest is < 0
     unsure = (not_positive == k_low + 1) | (negative == k_high + 1) | (n < 2)
     for k in np.flatnonzero(unsure & (n > 0)):
-        low, high = np.percentile(means[k, drawn[k]], [2.5, 97.5])
+        row = np.where(np.abs(num[k]) <= bound[k], 0.0, num[k])[drawn[k]] / den[k, drawn[k]]
+        low, high = np.percentile(row, [2.5, 97.5])
         up[k], down[k] = low > 0, high < 0
     above[i, j], below[i, j] = up & (n > 0), down & (n > 0)
     return shared, above, below
