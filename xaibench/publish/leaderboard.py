@@ -180,8 +180,8 @@ class PairedTable:
 
     Arrays are indexed by position in ``explainers`` (sorted names); the bounds and winners are
     set for ``i < j`` only: the 95 % interval of mean(explainers[i] - explainers[j]) over shared
-    samples (NaN with fewer than ``min_shared``), and the index of the better one (-1: a tie or
-    too few shared samples)."""
+    samples (NaN with fewer than ``min_shared``, or when built with ``bounds=False``), and the
+    index of the better one (-1: a tie or too few shared samples)."""
 
     explainers: list[str]
     shared: np.ndarray
