@@ -166,3 +166,21 @@ def test_paired_signs_are_the_signs_of_the_interval_bounds(seed: int) -> None:
     with np.errstate(invalid="ignore"):
         assert (above == (low > 0)).all() and (below == (high < 0)).all()
     assert (above | below).any() and not (above | below)[0, 1]
+
+
+@pytest.mark.parametrize(("negatives", "above", "below"), [(1, True, False), (39, False, True), (2, False, False)])
+def test_paired_signs_take_the_percentile_where_counting_cannot_decide(
+    negatives: int, above: bool, below: bool
+) -> None:
+    """40 hand-made resamples of 2 ids: a - b is +1 on the first id and -1 on the second, so a
+    resample drawing only the first has mean +1, only the second -1. With 1 mean of -1 the low
+    bound interpolates between -1 and +1 (index 0.975): 0.95 > 0, though one mean is <= 0; with
+    39, the high bound is -0.95 < 0; with 2, the low bound is -1 (a tie)."""
+    values = np.array([[1.0, -1.0], [0.0, 0.0]])
+    mask = np.ones((2, 2), dtype=bool)
+    counts = np.array([[0.0, 2.0]] * negatives + [[2.0, 0.0]] * (40 - negatives))
+    _, low, high = paired_intervals(values, mask, counts, min_shared=1)
+    _, up, down = paired_signs(values, mask, counts, min_shared=1)
+    assert (low[0, 1] > 0, high[0, 1] < 0) == (up[0, 1], down[0, 1]) == (above, below)
+    if negatives == 1:
+        assert low[0, 1] == pytest.approx(0.95)

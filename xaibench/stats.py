@@ -51,12 +51,14 @@ _EPS = float(np.finfo(np.float64).eps)
 
 
 def _paired_sums(
-    values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(shared, i, j, num, den, bound)``: (E, E) shared counts, the pairs ``i < j`` with at
-    least ``min_shared`` shared ids, and per pair and resample (pairs, B) the sum of the drawn
-    differences over shared ids and their number, and per pair the rounding bound of ``num``
-    below which it is 0 (see :func:`paired_intervals`)."""
+    values: np.ndarray, mask: np.ndarray, counts: np.ndarray, min_shared: int, *, with_den: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+    """``(shared, i, j, num, den, bound, drawn)``: (E, E) shared counts, the pairs ``i < j`` with
+    at least ``min_shared`` shared ids, and per pair and resample (pairs, B) the sum of the drawn
+    differences over shared ids and their number (``None`` unless ``with_den``), per pair the
+    rounding bound of ``num`` below which it is 0 (see :func:`paired_intervals`), and per pair
+    whether every resample surely draws a shared id (each resample draws S ids, at most
+    max_r(draws of ids i lacks) + max_r(draws of ids j lacks) of them ids one of the pair lacks)."""
     n_exp, n_ids = values.shape
     n_boot = counts.shape[0]
     m = mask.astype(np.float64)
@@ -67,29 +69,33 @@ def _paired_sums(
     i, j = i[keep], j[keep]
     if i.size == 0:
         empty = np.empty((0, n_boot))
-        return shared, i, j, empty, empty, np.empty(0)
+        return shared, i, j, empty, empty, np.empty(0), np.empty(0, dtype=bool)
     ct = counts.T  # (S, B)
     wm = np.concatenate([w, m])  # (2E, S): values, then presence
     sums = wm @ ct  # (2E, B): per resample, sums over each explainer's ids
+    most_lacked = n_ids - sums[n_exp:].min(axis=1)  # per explainer: most draws of ids it lacks
+    drawn = most_lacked[i] + most_lacked[j] < n_ids
     pair = np.full((n_exp, n_exp), -1)
     pair[i, j] = np.arange(i.size)
     num = sums[i] - sums[j]  # (pairs, B), less the sums over ids one of the pair lacks, below
-    den = sums[n_exp + i]
-    part = np.empty((2 * n_exp, n_boot))
+    den = sums[n_exp + i] if with_den else None
+    source = wm if with_den else w
+    part = np.empty((len(source), n_boot))
     for b in np.unique(np.concatenate([i, j])):
         lack = np.flatnonzero(~mask[b])
         if not lack.size:
             continue
-        np.matmul(wm[:, lack], ct[lack], out=part)  # every explainer's sums over the ids b lacks
+        np.matmul(source[:, lack], ct[lack], out=part)  # every explainer's sums over the ids b lacks
         below = i[j == b]  # pairs (a, b): a's sums lose the ids b lacks
         rows = pair[below, b]
         num[rows] -= part[below]
-        den[rows] -= part[n_exp + below]
+        if den is not None:
+            den[rows] -= part[n_exp + below]
         above = j[i == b]  # pairs (b, a): so do a's, on the other side of the difference
         num[pair[b, above]] += part[above]
     vmax = np.max(np.abs(w), axis=1)
     bound = (2 * n_ids + 8) * _EPS * n_ids * (vmax[i] + vmax[j])  # rounding of sums of <= n_ids draws
-    return shared, i, j, num, den, bound
+    return shared, i, j, num, den, bound, drawn
 
 
 def _paired_means(
@@ -97,7 +103,8 @@ def _paired_means(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(shared, i, j, means, drawn)``: as :func:`_paired_sums`, with the mean differences
     (NaN where a resample drew no shared id) and whether it drew one."""
-    shared, i, j, num, den, bound = _paired_sums(values, mask, counts, min_shared)
+    shared, i, j, num, den, bound, _ = _paired_sums(values, mask, counts, min_shared)
+    assert den is not None
     num[np.abs(num) <= bound[:, None]] = 0.0
     drawn = den > 0
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -156,30 +163,38 @@ def paired_signs(
     0 between the two order statistics a bound interpolates gets ``numpy.percentile`` itself, so
     the answer is exactly that of the bounds."""
     n_exp = len(values)
-    shared, i, j, num, den, bound = _paired_sums(values, mask, counts, min_shared)
+    shared, i, j, num, _, bound, surely = _paired_sums(values, mask, counts, min_shared, with_den=False)
     above = np.zeros((n_exp, n_exp), dtype=bool)
     below = np.zeros((n_exp, n_exp), dtype=bool)
     if i.size == 0:
         return shared, above, below
-    drawn = den > 0
+    ct = counts.T
+
+    def den_of(rows: np.ndarray) -> np.ndarray:  # the drawn shared ids of these pairs, (rows, B)
+        return (mask[i[rows]] & mask[j[rows]]).astype(np.float64) @ ct
+
     edge = bound[:, None]
-    if drawn.all():  # the usual case: every resample draws a shared id of every pair
-        n = np.full(i.size, den.shape[1])
-        not_positive = np.count_nonzero(num <= edge, axis=1)  # the sign of a mean is that of its sum
-        negative = np.count_nonzero(num < -edge, axis=1)
-    else:
-        n = np.count_nonzero(drawn, axis=1)
-        not_positive = np.count_nonzero((num <= edge) & drawn, axis=1)
-        negative = np.count_nonzero((num < -edge) & drawn, axis=1)
+    n = np.full(i.size, num.shape[1])
+    not_positive = np.count_nonzero(num <= edge, axis=1)  # the sign of a mean is that of its sum
+    negative = np.count_nonzero(num < -edge, axis=1)
+    maybe = np.flatnonzero(~surely)  # pairs a resample may draw no shared id of: count only drawn ones
+    if maybe.size:
+        drawn = den_of(maybe) > 0
+        n[maybe] = np.count_nonzero(drawn, axis=1)
+        not_positive[maybe] = np.count_nonzero((num[maybe] <= edge[maybe]) & drawn, axis=1)
+        negative[maybe] = np.count_nonzero((num[maybe] < -edge[maybe]) & drawn, axis=1)
     k_low = np.floor(0.025 * (n - 1)).astype(np.int64)  # low interpolates order statistics k, k + 1
     k_high = np.floor(0.975 * (n - 1)).astype(np.int64)
     up = not_positive <= k_low  # the k-th smallest is > 0
     down = negative >= k_high + 2  # the (k + 1)-th smallest is < 0
-    unsure = (not_positive == k_low + 1) | (negative == k_high + 1) | (n < 2)
-    for k in np.flatnonzero(unsure & (n > 0)):
-        row = np.where(np.abs(num[k]) <= bound[k], 0.0, num[k])[drawn[k]] / den[k, drawn[k]]
-        low, high = np.percentile(row, [2.5, 97.5])
-        up[k], down[k] = low > 0, high < 0
+    unsure = np.flatnonzero(((not_positive == k_low + 1) | (negative == k_high + 1) | (n < 2)) & (n > 0))
+    if unsure.size:
+        sums, counted = num[unsure], den_of(unsure)
+        sums[np.abs(sums) <= edge[unsure]] = 0.0
+        for row, k in enumerate(unsure):
+            drawn_k = counted[row] > 0
+            low, high = np.percentile(sums[row, drawn_k] / counted[row, drawn_k], [2.5, 97.5])
+            up[k], down[k] = low > 0, high < 0
     above[i, j], below[i, j] = up & (n > 0), down & (n > 0)
     return shared, above, below
 
