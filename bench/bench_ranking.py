@@ -72,6 +72,11 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def rss_mb() -> float:
+    """Resident memory now (Linux), MB."""
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def one(n_explainers: int, build: bool, profile: bool) -> dict[str, float]:
     from xaibench.publish.board import build_board
     from xaibench.publish.leaderboard import entries_from_submissions, leaderboard_rows
@@ -82,7 +87,7 @@ def one(n_explainers: int, build: bool, profile: bool) -> dict[str, float]:
     start = time.perf_counter()
     entries = entries_from_submissions(subs)
     to_entries = time.perf_counter() - start
-    result = {"explainers": n_explainers, "make_s": made, "entries_s": to_entries}
+    result = {"explainers": n_explainers, "make_s": made, "entries_s": to_entries, "data_rss_mb": rss_mb()}
     if profile:
         import cProfile
         import pstats
@@ -130,7 +135,8 @@ def main() -> None:
         print(
             f"E = {n:3d}: leaderboard_rows {r['rank_s']:.1f} s (CPU {r['rank_cpu_s']:.1f} s, {r['rows']} rows), "
             f"entries {r['entries_s']:.1f} s"
-            f"{build}; peak RSS {r['peak_rss_mb']:.0f} MB (synthetic data made in {r['make_s']:.1f} s)"
+            f"{build}; peak RSS {r['peak_rss_mb']:.0f} MB, of which the synthetic submissions and entries "
+            f"{r['data_rss_mb']:.0f} MB (made in {r['make_s']:.1f} s)"
         )
 
 

@@ -71,21 +71,21 @@ def _paired_sums(
         empty = np.empty((0, n_boot))
         return shared, i, j, empty, empty, np.empty(0), np.empty(0, dtype=bool)
     ct = counts.T  # (S, B)
-    wm = np.concatenate([w, m])  # (2E, S): values, then presence
-    sums = wm @ ct  # (2E, B): per resample, sums over each explainer's ids
-    most_lacked = n_ids - sums[n_exp:].min(axis=1)  # per explainer: most draws of ids it lacks
-    drawn = most_lacked[i] + most_lacked[j] < n_ids
+    source = np.concatenate([w, m]) if with_den else w  # (2E or E, S): values, then presence
+    sums = source @ ct  # per resample, sums over each explainer's ids
     pair = np.full((n_exp, n_exp), -1)
     pair[i, j] = np.arange(i.size)
     num = sums[i] - sums[j]  # (pairs, B), less the sums over ids one of the pair lacks, below
     den = sums[n_exp + i] if with_den else None
-    source = wm if with_den else w
+    most_lacked = np.zeros(n_exp)  # per explainer: the most draws of ids it lacks in a resample
     part = np.empty((len(source), n_boot))
     for b in np.unique(np.concatenate([i, j])):
         lack = np.flatnonzero(~mask[b])
         if not lack.size:
             continue
-        np.matmul(source[:, lack], ct[lack], out=part)  # every explainer's sums over the ids b lacks
+        drawn_lacked = ct[lack]
+        most_lacked[b] = drawn_lacked.sum(axis=0).max()
+        np.matmul(source[:, lack], drawn_lacked, out=part)  # every explainer's sums over the ids b lacks
         below = i[j == b]  # pairs (a, b): a's sums lose the ids b lacks
         rows = pair[below, b]
         num[rows] -= part[below]
@@ -93,6 +93,7 @@ def _paired_sums(
             den[rows] -= part[n_exp + below]
         above = j[i == b]  # pairs (b, a): so do a's, on the other side of the difference
         num[pair[b, above]] += part[above]
+    drawn = most_lacked[i] + most_lacked[j] < n_ids
     vmax = np.max(np.abs(w), axis=1)
     bound = (2 * n_ids + 8) * _EPS * n_ids * (vmax[i] + vmax[j])  # rounding of sums of <= n_ids draws
     return shared, i, j, num, den, bound, drawn
