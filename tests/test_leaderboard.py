@@ -78,3 +78,24 @@ def test_submitted_strings_are_inert_in_markdown_and_the_terminal() -> None:
     console = Console(record=True, width=200)
     print_leaderboard(board, console)  # rich markup in a name must not crash or style the table
     assert "[/bold]|x" in console.export_text()
+
+
+def test_per_sample_values_are_read_as_finite_floats_or_none() -> None:
+    """A submission's samples already of string ids and finite floats or null are kept as they
+    are (no copy: a board of 50 explainers holds 30 million of them); anything else is converted
+    one value at a time: non-finite numbers and non-numbers become n/a, integers floats."""
+    from pathlib import Path
+
+    from xaibench.publish.leaderboard import entries_from_submissions
+
+    def board(samples: dict) -> dict:
+        block = {"family": "alignment", "direction": "higher", "ranking": True, "mean": 0.5, "n": 3, "n_na": 1}
+        return {"explainer": {"name": "x"}, "tracks": {"t": {"metrics": {"iou": {**block, "samples": samples}}}}}
+
+    plain = {"a": 0.25, "b": None, "c": 1.0}
+    (e,) = entries_from_submissions([(Path("x.json"), board(plain))])
+    assert e.samples is plain
+    odd = {"a": float("nan"), "b": 2, "c": True, "d": "0.5", "e": float("inf"), "f": 0.5}
+    (e,) = entries_from_submissions([(Path("x.json"), board(odd))])
+    assert e.samples == {"a": None, "b": 2.0, "c": None, "d": None, "e": None, "f": 0.5}
+    assert e.samples is not odd and isinstance(e.samples["b"], float)

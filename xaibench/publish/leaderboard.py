@@ -2,10 +2,12 @@
 
 Per (track, ranking metric), two explainers are compared on the samples where both have a value
 (their *shared* samples). With at least ``min_shared_samples`` (8) shared samples, the paired
-differences d = a - b get a 95 % percentile bootstrap interval of their mean (1000 resamples,
-seeded from the track, the metric and the pair); a beats b when that interval excludes 0 on a's
-side of the metric's direction, else they tie. The rank of an explainer is 1 + the number of
-explainers that beat it, so ties share ranks and the result does not depend on the input order.
+differences d = a - b get a 95 % percentile bootstrap interval of their mean; a beats b when
+that interval excludes 0 on a's side of the metric's direction, else they tie. All pairs of a
+(track, metric) share one resample of its sample ids (1000 resamples, seeded from the track and
+the metric); each resample's mean difference is over the drawn ids both have
+(:func:`paired_table`). The rank of an explainer is 1 + the number of explainers that beat it,
+so ties share ranks and the result does not depend on the input order.
 An explainer sharing fewer than 8 samples with every other one gets no rank ("too few samples
 (n = k)", k its largest shared count); a submission without per-sample values is not ranked.
 
@@ -21,7 +23,9 @@ score. The sanity family is never ranked: a ``model_randomisation`` mean above 0
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import itertools
 import json
 import math
@@ -48,7 +52,7 @@ from xaibench.publish.shapes import (
 )
 from xaibench.publish.submission_files import Submission, per_sample
 from xaibench.seeds import derive_seed
-from xaibench.stats import N_BOOTSTRAP, bootstrap_ci
+from xaibench.stats import N_BOOTSTRAP, paired_intervals, paired_signs, resample_counts
 
 ROW_COLUMNS = ("track", "explainer", "metric", "family", "direction", "value", "ci_low", "ci_high", "n", "n_na", "rank")
 """The tidy columns of DESIGN 8."""
@@ -160,52 +164,157 @@ def shared_samples(a: Entry, b: Entry) -> list[str]:
     return sorted(s for s, v in a.samples.items() if v is not None and b.samples.get(s) is not None)
 
 
-def compare(a: Entry, b: Entry, min_shared: int = int(RULES["min_shared_samples"])) -> Comparison:
-    """Paired comparison of ``a`` and ``b`` (same track and metric) on their shared samples.
+def resample_ids(entries: Iterable[Entry]) -> list[str]:
+    """The ids a (track, metric)'s shared resample draws from: the sorted union of the entries'
+    sample ids (n/a ones included, so every explainer run on the track's samples gives the same)."""
+    union: set[str] = set()
+    for e in entries:
+        if e.samples is not None:
+            union.update(e.samples)
+    return sorted(union)
 
-    The pair is put in sorted order of explainer names first, so ``compare(a, b)`` and
-    ``compare(b, a)`` give the same interval and winner. The bootstrap is seeded by
-    ``derive_seed(0, "paired", track, metric, first, second)``.
+
+@dataclass(frozen=True)
+class PairedTable:
+    """The paired comparisons of all explainers on one (track, metric), from one shared resample.
+
+    Arrays are indexed by position in ``explainers`` (sorted names); the bounds and winners are
+    set for ``i < j`` only: the 95 % interval of mean(explainers[i] - explainers[j]) over shared
+    samples (NaN with fewer than ``min_shared``, or when built with ``bounds=False``), and the
+    index of the better one (-1: a tie or too few shared samples)."""
+
+    explainers: list[str]
+    shared: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    winner: np.ndarray
+
+    def comparison(self, a: str, b: str) -> Comparison:
+        """The :class:`Comparison` of explainers ``a`` and ``b`` (either order)."""
+        i, j = sorted((self.explainers.index(a), self.explainers.index(b)))
+        low, high, w = self.low[i, j], self.high[i, j], int(self.winner[i, j])
+        bounds = (None, None) if math.isnan(low) else (float(low), float(high))
+        return Comparison(int(self.shared[i, j]), self.explainers[w] if w >= 0 else None, *bounds)
+
+
+@functools.cache
+def _blas() -> object | None:
+    try:
+        from threadpoolctl import ThreadpoolController  # installed with scikit-learn
+    except ImportError:  # pragma: no cover - scikit-learn is a dependency
+        return None
+    return ThreadpoolController()
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
+    """BLAS on one thread: the products of a paired table are small, and BLAS threads spin on
+    them (8x the CPU time measured on 2 busy cores), so a board of many metrics is faster on one."""
+    blas = _blas()
+    return blas.limit(limits=1, user_api="blas") if blas is not None else contextlib.nullcontext()  # type: ignore[attr-defined]
+
+
+def _values(entries: Sequence[Entry], ids: Sequence[str]) -> np.ndarray:
+    """(E, S) values of ``entries`` on ``ids``, NaN where n/a or missing (ids outside ``ids`` are ignored)."""
+    position = {s: k for k, s in enumerate(ids)}
+    out = np.full((len(entries), len(ids)), np.nan)
+    last: list[str] | None = None
+    where = np.empty(0, dtype=np.int64)
+    for row, e in enumerate(entries):
+        if not e.samples:
+            continue
+        keys = list(e.samples)
+        if keys != last:  # usually every explainer lists the same ids in the same order
+            where = np.fromiter((position.get(s, -1) for s in keys), dtype=np.int64, count=len(keys))
+            last = keys
+        got = np.array(list(e.samples.values()), dtype=np.float64)  # None -> NaN
+        inside = where >= 0
+        out[row, where[inside]] = got[inside]
+    return out
+
+
+def paired_table(
+    entries: Sequence[Entry],
+    min_shared: int = int(RULES["min_shared_samples"]),
+    ids: Sequence[str] | None = None,
+    *,
+    bounds: bool = True,
+) -> PairedTable:
+    """Paired comparisons of ``entries`` (one track and metric, each with per-sample values) from
+    one resample of ``ids`` (default :func:`resample_ids`) seeded by
+    ``derive_seed(0, "paired", track, metric)``: :func:`xaibench.stats.paired_intervals`. A pair
+    with at least ``min_shared`` shared samples has a winner when its interval excludes 0 on the
+    side of the metric's direction (that of the first of the pair in sorted order).
+    ``bounds=False``: the winners only (:func:`xaibench.stats.paired_signs`, the same answer
+    without computing the percentiles), the bounds left NaN."""
+    have = sorted(entries, key=lambda e: e.explainer)
+    names = [e.explainer for e in have]
+    n = len(have)
+    ids = resample_ids(have) if ids is None else list(ids)
+    values = _values(have, ids)
+    mask = np.isfinite(values)
+    low, high = np.full((n, n), np.nan), np.full((n, n), np.nan)
+    if n < 2 or not ids:
+        shared = np.rint(mask.astype(np.float64) @ mask.T.astype(np.float64)).astype(np.int64)
+        return PairedTable(names, shared, low, high, np.full((n, n), -1))
+    counts = resample_counts(len(ids), derive_seed(0, "paired", have[0].track, have[0].metric), N_BOOTSTRAP)
+    with _one_blas_thread():
+        if bounds:
+            shared, low, high = paired_intervals(values, mask, counts, min_shared)
+            with np.errstate(invalid="ignore"):
+                above, below = low > 0, high < 0
+        else:
+            shared, above, below = paired_signs(values, mask, counts, min_shared)
+    higher = np.array([e.direction == "higher" for e in have])[:, None]
+    first_wins = np.where(higher, above, below)  # mean(first - second) beyond 0 on first's side
+    second_wins = np.where(higher, below, above)
+    rows = np.arange(n)
+    winner = np.where(first_wins, rows[:, None], np.where(second_wins, rows[None, :], -1))
+    return PairedTable(names, shared, low, high, winner)
+
+
+def compare(
+    a: Entry, b: Entry, min_shared: int = int(RULES["min_shared_samples"]), ids: Sequence[str] | None = None
+) -> Comparison:
+    """Paired comparison of ``a`` and ``b`` (same track and metric) on their shared samples: the
+    two-explainer case of :func:`paired_table`, so ``compare(a, b)`` and ``compare(b, a)`` agree.
+
+    The resample is of ``ids``, by default the union of the two entries' sample ids; it agrees
+    with :func:`rank_metric`, whose resample is of the union over all the metric's explainers,
+    whenever those list the same ids (every explainer run on the track's samples), else pass
+    that union (:func:`resample_ids`) as ``ids``.
     """
-    first, second = sorted((a, b), key=lambda e: e.explainer)
-    ids = shared_samples(first, second)
-    if len(ids) < min_shared:
-        return Comparison(len(ids), None)
-    assert first.samples is not None and second.samples is not None
-    d = np.array([float(first.samples[s]) - float(second.samples[s]) for s in ids])  # type: ignore[arg-type]
-    if not np.any(d):
-        return Comparison(len(ids), None, 0.0, 0.0)
-    seed = derive_seed(0, "paired", first.track, first.metric, first.explainer, second.explainer)
-    low, high = bootstrap_ci(d.tolist(), seed, N_BOOTSTRAP)
-    sign = 1.0 if first.direction == "higher" else -1.0  # > 0: first is better
-    better_low, better_high = sorted((sign * low, sign * high))
-    winner = first.explainer if better_low > 0 else second.explainer if better_high < 0 else None
-    return Comparison(len(ids), winner, low, high)
+    if a.samples is None or b.samples is None:
+        return Comparison(0, None)
+    return paired_table([a, b], min_shared, ids).comparison(a.explainer, b.explainer)
 
 
 def rank_metric(
     entries: Sequence[Entry], min_shared: int = int(RULES["min_shared_samples"])
 ) -> dict[str, tuple[int | None, str]]:
     """Rank and status of each explainer on one (track, metric): rank = 1 + number of explainers
-    that beat it in a paired comparison. Status ``""`` when ranked, else why not."""
+    that beat it in a paired comparison (:func:`paired_table`, one shared resample). Status ``""``
+    when ranked, else why not."""
     out: dict[str, tuple[int | None, str]] = {e.explainer: (None, NO_SAMPLES) for e in entries if e.samples is None}
     have = sorted((e for e in entries if e.samples is not None), key=lambda e: e.explainer)
     if len(have) == 1:  # nobody to compare with: ranked first when it has enough values
         k = sum(1 for v in have[0].samples.values() if v is not None)  # type: ignore[union-attr]
         out[have[0].explainer] = (1, "") if k >= min_shared else (None, f"too few samples (n = {k})")
         return out
-    beaten: dict[str, int] = defaultdict(int)
-    most_shared: dict[str, int] = defaultdict(int)
-    for i, a in enumerate(have):
-        for b in have[i + 1 :]:
-            c = compare(a, b, min_shared)
-            most_shared[a.explainer] = max(most_shared[a.explainer], c.shared)
-            most_shared[b.explainer] = max(most_shared[b.explainer], c.shared)
-            if c.winner is not None:
-                beaten[b.explainer if c.winner == a.explainer else a.explainer] += 1
-    for e in have:
-        k = most_shared[e.explainer]
-        out[e.explainer] = (1 + beaten[e.explainer], "") if k >= min_shared else (None, f"too few samples (n = {k})")
+    if not have:
+        return out
+    table = paired_table(have, min_shared, bounds=False)
+    n = len(have)
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    wins = upper & (table.winner >= 0)
+    losers = np.where(table.winner == np.arange(n)[:, None], np.arange(n)[None, :], np.arange(n)[:, None])
+    beaten = np.bincount(losers[wins], minlength=n)
+    others = table.shared.copy()
+    np.fill_diagonal(others, 0)
+    most_shared = others.max(axis=1)
+    for k, e in enumerate(have):
+        shared = int(most_shared[k])
+        ranked = shared >= min_shared
+        out[e.explainer] = (1 + int(beaten[k]), "") if ranked else (None, f"too few samples (n = {shared})")
     return out
 
 
@@ -511,7 +620,7 @@ def entries_from_submissions(submissions: Iterable[Submission | tuple[Path, Subm
                         ci_high=_num(m.get("ci_high")),
                         n=_count(m.get("n")),
                         n_na=_count(m.get("n_na")),
-                        samples={str(k): _num(v) for k, v in samples.items()} if samples is not None else None,
+                        samples=_samples(samples) if isinstance(samples, dict) else None,
                         params=params if isinstance(params, dict) else {},
                     )
                 )
@@ -524,6 +633,20 @@ def _per_sample(track: Mapping[str, object], m: Mapping[str, object]) -> dict[st
         return per_sample(track, m)
     except ValueError:
         return None
+
+
+_PLAIN = frozenset({float, type(None)})
+
+
+def _samples(samples: dict[object, object]) -> dict[str, float | None]:
+    """A submission's per-sample values with string ids and finite floats or None (n/a): the
+    dict itself when it is so already (checked in bulk: the common case), else converted."""
+    values = list(samples.values())
+    if set(map(type, samples)) <= {str} and set(map(type, values)) <= _PLAIN:
+        finite = np.isfinite(np.array(values, dtype=np.float64)).sum()  # None -> NaN
+        if finite + values.count(None) == len(values):
+            return samples  # type: ignore[return-value]
+    return {str(k): _num(v) for k, v in samples.items()}
 
 
 def _count(x: object) -> int:

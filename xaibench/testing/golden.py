@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xaibench.publish.leaderboard import compare, entries_from_submissions
+from xaibench.publish.leaderboard import entries_from_submissions, paired_table
 from xaibench.publish.submission import load_submissions
 
 __all__ = [
@@ -109,7 +109,8 @@ def fragile_ranks(submissions: Path, tolerances: Mapping[str, float], atol: floa
     For each paired comparison of a ranking metric whose interval endpoint lies within the two
     rows' tolerances of 0 (``tolerances``: row key -> relative tolerance, :data:`FLOOR_RTOL` where
     missing, each scaled by the larger absolute per-sample value of its row), the two explainers'
-    rows on that metric, on its family's rank and on the track's overall rank. A comparison whose
+    rows on that metric, on its family's rank and on the track's overall rank (the comparisons of
+    :func:`~xaibench.publish.leaderboard.paired_table`, as ranked). A comparison whose
     differences are all exactly 0 is a tie that rounding cannot undo, not a fragile one."""
     entries = [e for e in entries_from_submissions(load_submissions(submissions)) if e.ranking]
     by_cell: dict[tuple[str, str], list[Any]] = {}
@@ -118,9 +119,12 @@ def fragile_ranks(submissions: Path, tolerances: Mapping[str, float], atol: floa
     fragile: set[str] = set()
     for (track, metric), group in by_cell.items():
         group.sort(key=lambda e: e.explainer)
+        table = paired_table([e for e in group if e.samples is not None])
         for i, a in enumerate(group):
             for b in group[i + 1 :]:
-                c = compare(a, b)
+                if a.samples is None or b.samples is None:
+                    continue
+                c = table.comparison(a.explainer, b.explainer)
                 if c.low is None or c.high is None or (c.low == 0.0 and c.high == 0.0):
                     continue
                 margin = atol
@@ -242,5 +246,50 @@ def write_golden(path: Path, seeds: tuple[int, ...] = (0, 1)) -> dict[str, Any]:
     return golden
 
 
+RANK_FIELDS = ("rank", "status", "flags")
+"""What a change of the ranking rule alone may change in a row (and a ``rank:`` row's value, a mean rank)."""
+
+
+def rerank_golden(path: Path, boards: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Difference]]:
+    """Take a deliberate change of the ranking rule into the golden file at ``path``: for each seed
+    (``boards``: seed -> a leaderboard of that seed's default-suite run, the machine's best
+    kernels), the ranks, statuses and flags of its rows, and the values of its ``rank:`` rows,
+    where they differ. The other fields must match within each row's ``rtol`` (else
+    ``RuntimeError``: that is not a ranking change), and the tolerances measured across kernels
+    are kept. Returns seed -> the changed fields (expected: the former value). Cheaper than
+    :func:`write_golden` (one run per seed, not one per seed and kernel)."""
+    from xaibench.files import write_text_atomic
+
+    golden = json.loads(path.read_text(encoding="utf-8"))
+    changed: dict[str, list[Difference]] = {}
+    for seed, board in boards.items():
+        rows, got = golden[seed], leaderboard_rows(board)
+        diffs = compare_rows(rows, got)
+        other = [d for d in diffs if not (d.field in RANK_FIELDS or (d.field == "value" and "/rank:" in d.key))]
+        if other:
+            raise RuntimeError(f"seed {seed}: {len(other)} changes beyond ranks, e.g. {other[:3]}")
+        for d in diffs:
+            rows[d.key][d.field] = d.got
+        changed[seed] = diffs
+    write_text_atomic(path, json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    return changed
+
+
+def _rerank_main(path: Path, seeds: tuple[int, ...] = (0, 1)) -> None:  # pragma: no cover - deliberate
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        boards = {str(seed): run_default_suite(Path(tmp) / str(seed), seed) for seed in seeds}
+    for seed, diffs in rerank_golden(path, boards).items():
+        for d in diffs:
+            print(f"seed {seed} {d.key} {d.field}: {d.expected} -> {d.got}")
+
+
 if __name__ == "__main__":  # pragma: no cover - regenerating the golden file is deliberate
-    write_golden(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("tests/golden/default-suite.json"))
+    # python -m xaibench.testing.golden [FILE]: measure everything again (six runs);
+    # python -m xaibench.testing.golden --ranks [FILE]: a ranking rule changed (one run per seed)
+    args = sys.argv[1:]
+    ranks = "--ranks" in args
+    args = [a for a in args if a != "--ranks"]
+    target = Path(args[0]) if args else Path("tests/golden/default-suite.json")
+    _rerank_main(target) if ranks else write_golden(target)
