@@ -307,3 +307,24 @@ def test_sigkill_mid_append_or_compaction_then_resume_gives_every_record_once(tm
     expected = {f"{k:064x}": {"key": f"{k:064x}", "value": k / 8, "sample_id": f"s{k}"} for k in range(300)}
     assert {r["key"]: r for r in columnar.decode(table, blocks)} == expected
     assert len(part_files(journal)) >= 30 and store.unverified == 0  # a part every 9 records (3 appends)
+
+
+def test_a_record_that_does_not_fit_the_columns_reads_into_the_frame(tmp_path: Path) -> None:
+    """A sample id, reason or target source that is not in the part's dictionaries (the row goes
+    to ``rest``) still reads into the frame's categorical columns, in sorted place."""
+    from xaibench.results import records
+    from xaibench.testing.scale import ScaleData, ScaleSpec
+
+    recs = list(ScaleData(ScaleSpec(tracks=1, explainers=1, metrics=2, samples=8)).records(0, 0))
+    recs[3] = {**recs[3], "sample_id": 12345, "value": None, "na_reason": "an odd reason"}  # an int id: to `rest`
+    journal = tmp_path / "results" / f"{recs[0]['track']}.jsonl"
+    RecordStore(journal, compact_rows=len(recs)).append(recs)
+    assert part_files(journal)
+    frame = records(tmp_path)
+    assert len(frame) == len(recs)
+    row = frame[frame["key"] == recs[3]["key"]].iloc[0]
+    assert row["sample_id"] == "12345" and row["na_reason"] == "an odd reason" and pd.isna(row["value"])
+    assert isinstance(frame["sample_id"].dtype, pd.CategoricalDtype)
+    assert frame[["metric", "sample_id"]].astype(str).values.tolist() == sorted(
+        frame[["metric", "sample_id"]].astype(str).values.tolist()
+    )

@@ -81,12 +81,14 @@ def test_submitted_strings_are_inert_in_markdown_and_the_terminal() -> None:
 
 
 def test_per_sample_values_are_read_as_finite_floats_or_none() -> None:
-    """A submission's samples already of string ids and finite floats or null are kept as they
-    are (no copy: a board of 50 explainers holds 30 million of them); anything else is converted
-    one value at a time: non-finite numbers and non-numbers become n/a, integers floats."""
+    """A submission's samples of string ids and numbers or null are held as one float64 array
+    (a board of 50 explainers holds 30 million of them: no Python object per value), read as a
+    mapping equal to the dict; anything else is converted one value at a time: non-finite numbers
+    and non-numbers become n/a, integers floats."""
     from pathlib import Path
 
     from xaibench.publish.leaderboard import entries_from_submissions
+    from xaibench.publish.sample_values import SampleValues
 
     def board(samples: dict) -> dict:
         block = {"family": "alignment", "direction": "higher", "ranking": True, "mean": 0.5, "n": 3, "n_na": 1}
@@ -94,7 +96,8 @@ def test_per_sample_values_are_read_as_finite_floats_or_none() -> None:
 
     plain = {"a": 0.25, "b": None, "c": 1.0}
     (e,) = entries_from_submissions([(Path("x.json"), board(plain))])
-    assert e.samples is plain
+    assert isinstance(e.samples, SampleValues) and e.samples == plain and dict(e.samples) == plain
+    assert e.samples.array.tolist()[::2] == [0.25, 1.0] and e.samples["b"] is None and "c" in e.samples
     odd = {"a": float("nan"), "b": 2, "c": True, "d": "0.5", "e": float("inf"), "f": 0.5}
     (e,) = entries_from_submissions([(Path("x.json"), board(odd))])
     assert e.samples == {"a": None, "b": 2.0, "c": None, "d": None, "e": None, "f": 0.5}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from xaibench.errors import XaibenchError
 from xaibench.publish.leaderboard import CSV_COLUMNS
@@ -214,13 +215,15 @@ def _dictionary_column(column: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _json_column(column: Any) -> np.ndarray:
-    """The parsed JSON texts of a string column (``None`` where null), parsed in one call."""
-    texts = column.to_numpy(zero_copy_only=False)
-    out = np.empty(len(texts), dtype=object)
-    present = np.flatnonzero(texts != None)  # noqa: E711 - elementwise over an object array
-    if len(present):
-        out[present] = _objects(json.loads("[" + ",".join(texts[present]) + "]"))
-    return out
+    """The parsed JSON texts of a string column (``None`` where null). Each distinct text is
+    parsed once, in one call, and rows with the same text share the parsed object (the same
+    ``extras`` on a million rows is one dict, not a million: copy one before changing it)."""
+    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    encoded = pc.dictionary_encode(arr)
+    texts = encoded.dictionary.to_pylist()
+    parsed = json.loads("[" + ",".join(texts) + "]") if texts else []
+    values = _objects([*parsed, None])
+    return values[encoded.indices.fill_null(len(texts)).to_numpy(zero_copy_only=False)]
 
 
 def _text(pd: Any, arr: Any) -> Any:
@@ -231,12 +234,20 @@ def _text(pd: Any, arr: Any) -> Any:
     return pd.array(arr, dtype=pd.Series(["x"]).dtype)
 
 
+def _categorical(pd: Any, values: Any, index: np.ndarray) -> Any:
+    """``values[index]`` as a pandas ``Categorical`` of ``str`` (NaN where ``None``): one small
+    integer code per row and each distinct text once, whatever the number of rows."""
+    texts = sorted({str(v) for v in values if v is not None})
+    code_of = {v: i for i, v in enumerate(texts)}
+    small = np.array([-1 if v is None else code_of[str(v)] for v in values], dtype=np.int32)
+    return pd.Categorical.from_codes(small[index], categories=pd.Index(texts, dtype=str))
+
+
 def _provenance_column(pd: Any, name: str, small: list[Any], prov_index: np.ndarray) -> Any:
     if name in _NULLABLE_INT:
         return pd.array(small, dtype="Int64").take(prov_index)
     if all(v is None or isinstance(v, str) for v in small):
-        indices = pa.array(prov_index.astype(np.int32))
-        return _text(pd, pa.DictionaryArray.from_arrays(indices, pa.array(small, pa.string())).dictionary_decode())
+        return _categorical(pd, small, prov_index)
     return _objects(small)[prov_index]
 
 
@@ -267,7 +278,7 @@ def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path]
     for name in _PROVENANCE_COLUMNS:
         data[name] = _provenance_column(pd, name, [r[name] for r in prov_rows], prov_index)
     for name in ("sample_id", "na_reason", "target_source"):
-        data[name] = _text(pd, table.column(name).combine_chunks().dictionary_decode())
+        data[name] = _categorical(pd, *_dictionary_column(table.column(name)))
     data["value"] = table.column("value").to_numpy(zero_copy_only=False).astype("float64")
     for name in ("forward_passes", "wall_time_s"):  # a missing cost reads 0, as the runner's summaries count it
         data[name] = np.nan_to_num(table.column(name).to_numpy(zero_copy_only=False).astype("float64"), nan=0.0)
@@ -281,7 +292,15 @@ def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path]
     for i, record in zip(odd, columnar.decode(table.take(odd), blocks), strict=True):
         row = _record_row(record, files.get(ids[prov_index[i]], Path("?")))
         for name, value in row.items():
+            column = frame[name]
+            if isinstance(column.dtype, pd.CategoricalDtype) and value is not None:
+                if str(value) not in column.cat.categories:
+                    frame[name] = column.cat.add_categories([str(value)])
+                value = str(value)
             frame.at[i, name] = value
+    for name in frame.columns:  # categories added above go in their sorted place (sorting follows them)
+        if isinstance(frame[name].dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].cat.reorder_categories(sorted(frame[name].cat.categories))
     return frame.sort_values(_SORT, kind="stable", ignore_index=True)
 
 

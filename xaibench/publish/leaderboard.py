@@ -38,6 +38,7 @@ import numpy as np
 
 from xaibench.api import FAMILIES, FAMILY_RANKED, RANKED_FAMILIES
 from xaibench.errors import XaibenchError
+from xaibench.publish.sample_values import SampleValues
 from xaibench.publish.shapes import (
     BoardRow,
     ExplainerBlock,
@@ -50,7 +51,7 @@ from xaibench.publish.shapes import (
     Superseded,
     WinRates,
 )
-from xaibench.publish.submission_files import Submission, per_sample
+from xaibench.publish.submission_files import Submission, metric_values, per_sample
 from xaibench.seeds import derive_seed
 from xaibench.stats import N_BOOTSTRAP, paired_intervals, paired_signs, resample_counts
 
@@ -118,8 +119,9 @@ class Entry:
     ci_high: float | None
     n: int
     n_na: int
-    samples: dict[str, float | None] | None = None
-    """Per-sample values (sample id -> value, None for n/a); None when the file has none."""
+    samples: Mapping[str, float | None] | None = None
+    """Per-sample values (sample id -> value, None for n/a; read from files as
+    :class:`~xaibench.publish.sample_values.SampleValues`); None when the file has none."""
     params: JsonObject = field(default_factory=dict)
 
 
@@ -222,11 +224,13 @@ def _values(entries: Sequence[Entry], ids: Sequence[str]) -> np.ndarray:
     for row, e in enumerate(entries):
         if not e.samples:
             continue
-        keys = list(e.samples)
+        if isinstance(e.samples, SampleValues):
+            keys, got = list(e.samples.ids), e.samples.array
+        else:
+            keys, got = list(e.samples), np.array(list(e.samples.values()), dtype=np.float64)  # None -> NaN
         if keys != last:  # usually every explainer lists the same ids in the same order
             where = np.fromiter((position.get(s, -1) for s in keys), dtype=np.int64, count=len(keys))
             last = keys
-        got = np.array(list(e.samples.values()), dtype=np.float64)  # None -> NaN
         inside = where >= 0
         out[row, where[inside]] = got[inside]
     return out
@@ -605,7 +609,7 @@ def entries_from_submissions(submissions: Iterable[Submission | tuple[Path, Subm
             for metric_id, m in (metrics if isinstance(metrics, dict) else {}).items():
                 if not isinstance(m, dict):
                     continue
-                samples = _per_sample(track, m)
+                samples = _sample_values(track, m)
                 params = m.get("params")
                 entries.append(
                     Entry(
@@ -620,33 +624,25 @@ def entries_from_submissions(submissions: Iterable[Submission | tuple[Path, Subm
                         ci_high=_num(m.get("ci_high")),
                         n=_count(m.get("n")),
                         n_na=_count(m.get("n_na")),
-                        samples=_samples(samples) if isinstance(samples, dict) else None,
+                        samples=samples,
                         params=params if isinstance(params, dict) else {},
                     )
                 )
     return entries
 
 
-def _per_sample(track: Mapping[str, object], m: Mapping[str, object]) -> dict[str, float | None] | None:
-    """A metric's per-sample values, ``/1`` map or ``/2`` arrays; ``None`` when absent or unreadable."""
+def _sample_values(track: Mapping[str, object], m: Mapping[str, object]) -> Mapping[str, float | None] | None:
+    """A metric's per-sample values (``/1`` map or ``/2`` arrays) as :class:`SampleValues`;
+    ``None`` when absent or unreadable (validation reports those)."""
     try:
-        return per_sample(track, m)
-    except ValueError:
-        return None
-
-
-_PLAIN = frozenset({float, type(None)})
-
-
-def _samples(samples: dict[object, object]) -> dict[str, float | None]:
-    """A submission's per-sample values with string ids and finite floats or None (n/a): the
-    dict itself when it is so already (checked in bulk: the common case), else converted."""
-    values = list(samples.values())
-    if set(map(type, samples)) <= {str} and set(map(type, values)) <= _PLAIN:
-        finite = np.isfinite(np.array(values, dtype=np.float64)).sum()  # None -> NaN
-        if finite + values.count(None) == len(values):
-            return samples  # type: ignore[return-value]
-    return {str(k): _num(v) for k, v in samples.items()}
+        got = metric_values(track, m)
+    except ValueError:  # a value that is not a number: n/a for that sample, as before
+        try:
+            samples = per_sample(track, m)
+        except ValueError:
+            return None
+        return {str(k): _num(v) for k, v in samples.items()} if samples is not None else None
+    return None if got is None else SampleValues(*got)
 
 
 def _count(x: object) -> int:
