@@ -328,3 +328,14 @@ def test_a_record_that_does_not_fit_the_columns_reads_into_the_frame(tmp_path: P
     assert frame[["metric", "sample_id"]].astype(str).values.tolist() == sorted(
         frame[["metric", "sample_id"]].astype(str).values.tolist()
     )
+
+
+def test_records_without_curves_equal_records_but_for_the_curve_column(tmp_path: Path) -> None:
+    from xaibench.results import records
+    from xaibench.testing.scale import ScaleData, ScaleSpec
+
+    data = ScaleData(ScaleSpec(tracks=1, explainers=2, metrics=6, samples=8))  # the 5th and 6th: deletion, insertion
+    data.write_records(tmp_path)
+    full, lean = records(tmp_path), records(tmp_path, curves=False)
+    assert full["curve"].notna().any() and lean["curve"].isna().all()
+    pd.testing.assert_frame_equal(full.drop(columns="curve"), lean.drop(columns="curve"))

@@ -110,7 +110,7 @@ def test_submissions_are_written_by_the_projects_writer_validate_and_rank(tmp_pa
     assert [p.name for p in paths] == ["gradient.json", "integrated-gradients.json", "smoothgrad.json"]
     assert all(validate_file(p) == [] for p in paths)
     sub = json.loads(paths[0].read_text())
-    assert sub["schema"] == "xaibench.submission/1" and sorted(sub["tracks"]) == ["synth-00", "synth-01"]
+    assert sub["schema"] == "xaibench.submission/2" and sorted(sub["tracks"]) == ["synth-00", "synth-01"]
     board = build_leaderboard(tmp_path)
     overall = [r for r in board.rows if r["metric"] == "rank:overall"]
     assert len(overall) == 2 * 3

@@ -365,9 +365,10 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     assert code == 0, err
     reference = _values(fresh)
     assert len(reference) == N_RECORDS
-    # Kill within the first part of the run's own span (from taking the lock to the summary): a
-    # killed run resumes where the last one stopped, so the ten kills walk through the work.
-    window = 0.6 * json.loads((fresh / "summary.json").read_text())["run"]["wall_time_s"]
+    # Kill within the first quarter of the run's own span (from taking the lock to the summary): a
+    # killed run resumes where the last one stopped, so the ten kills walk through the work (with
+    # 0.6 of the span, the first kill or two could leave so little that the rest landed after it).
+    window = 0.25 * json.loads((fresh / "summary.json").read_text())["run"]["wall_time_s"]
 
     rng = random.Random(12)
     work = tmp_path / "work"

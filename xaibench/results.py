@@ -261,7 +261,7 @@ def _order(table: Any, ids: np.ndarray, prov_rows: list[dict[str, Any]], prov_in
     return np.lexsort((sample_rank[sample_index], prov_rank[prov_index]))
 
 
-def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path]) -> pd.DataFrame:
+def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path], curves: bool = True) -> pd.DataFrame:
     """The records frame of a table of :data:`~xaibench.runner.columnar.SCHEMA` (any order), sorted."""
     pd = _pandas()
     if table.num_rows == 0:
@@ -283,7 +283,7 @@ def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path]
     for name in ("forward_passes", "wall_time_s"):  # a missing cost reads 0, as the runner's summaries count it
         data[name] = np.nan_to_num(table.column(name).to_numpy(zero_copy_only=False).astype("float64"), nan=0.0)
     data["target_class"] = pd.array(table.column("target_class").to_pandas(), dtype="Int64")
-    data["curve"] = _json_column(table.column("curve"))
+    data["curve"] = _json_column(table.column("curve")) if curves else np.full(table.num_rows, None, dtype=object)
     data["extras"] = _json_column(table.column("extras"))
     data["key"] = _text(pd, columnar.key_array(table))
     frame = pd.DataFrame(data, columns=list(RECORD_COLUMNS))
@@ -292,6 +292,8 @@ def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path]
     for i, record in zip(odd, columnar.decode(table.take(odd), blocks), strict=True):
         row = _record_row(record, files.get(ids[prov_index[i]], Path("?")))
         for name, value in row.items():
+            if name == "curve" and not curves:
+                continue
             column = frame[name]
             if isinstance(column.dtype, pd.CategoricalDtype) and value is not None:
                 if str(value) not in column.cat.categories:
@@ -304,7 +306,7 @@ def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path]
     return frame.sort_values(_SORT, kind="stable", ignore_index=True)
 
 
-def records(workdir: str | Path) -> pd.DataFrame:
+def records(workdir: str | Path, *, curves: bool = True) -> pd.DataFrame:
     """Every per-sample record of a workdir as a DataFrame, one row per (track, explainer,
     metric, sample) and run configuration (seed, parameters, runtime), sorted by track,
     explainer, parameters, metric and sample.
@@ -319,6 +321,10 @@ def records(workdir: str | Path) -> pd.DataFrame:
     their integrity check (written by an older xaibench or by another process), with a warning
     naming the file. A workdir with no records yet gives an empty frame with the same columns.
     Raises :class:`XaibenchError` for a path that is not a workdir or a malformed record.
+
+    ``curves=False`` leaves the ``curve`` column ``None``: the curves are most of the parsing time
+    and memory of a large store (a deletion curve is 100 numbers, each a Python object once
+    parsed), and analyses of values rarely need them.
     """
     _pandas()
     path = Path(workdir).expanduser()
@@ -344,7 +350,7 @@ def records(workdir: str | Path) -> pd.DataFrame:
                 stacklevel=2,
             )
     table = pa.concat_tables(tables) if tables else columnar.SCHEMA.empty_table()
-    frame = _frame(table, blocks, files)
+    frame = _frame(table, blocks, files, curves)
     return frame.astype({"value": "float64", "forward_passes": "float64", "wall_time_s": "float64"})
 
 
