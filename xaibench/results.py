@@ -261,31 +261,62 @@ def _order(table: Any, ids: np.ndarray, prov_rows: list[dict[str, Any]], prov_in
     return np.lexsort((sample_rank[sample_index], prov_rank[prov_index]))
 
 
-def _frame(table: Any, blocks: dict[str, dict[str, Any]], files: dict[str, Path], curves: bool = True) -> pd.DataFrame:
-    """The records frame of a table of :data:`~xaibench.runner.columnar.SCHEMA` (any order), sorted."""
+def _keys(pd: Any, table: Any, order: np.ndarray) -> Any:
+    """The ``key`` column in ``order``: 64 hex digits per key, built as one Arrow string array
+    over one buffer (no Python string per key) where every key is a runner key."""
+    text = columnar.hex_key_bytes(table, order)
+    if text is None:
+        return _text(pd, columnar.key_array(table).take(pa.array(order)))
+    offsets = np.arange(0, 64 * (len(text) + 1), 64, dtype=np.int64)  # large_string: pandas' own layout
+    return _text(
+        pd, pa.Array.from_buffers(pa.large_string(), len(text), [None, pa.py_buffer(offsets), pa.py_buffer(text)])
+    )
+
+
+def _frame(
+    holder: list[Any], blocks: dict[str, dict[str, Any]], files: dict[str, Path], curves: bool = True
+) -> pd.DataFrame:
+    """The records frame of the table of :data:`~xaibench.runner.columnar.SCHEMA` (any order) that
+    ``holder`` holds, sorted. The table is taken out of ``holder``, and its large columns are dropped
+    as they are read, so their memory goes before the next is built."""
     pd = _pandas()
+    table = holder.pop()
     if table.num_rows == 0:
         return pd.DataFrame([], columns=list(RECORD_COLUMNS)).astype(dict.fromkeys(_NULLABLE_INT, "Int64"))
-    table = table.unify_dictionaries().combine_chunks()
+    table = table.unify_dictionaries()  # chunks stay as read: each column is combined when it is used
     ids, prov_index = _dictionary_column(table.column("prov"))
     ids = ids[:-1]
     prov_rows = [_provenance_row(blocks[i], files.get(i, Path("?"))) for i in ids]
     odd = np.flatnonzero(table.column("rest").is_valid().to_numpy(zero_copy_only=False))
-    if not len(odd):  # sorted here, column-wise (rows that do not fit the columns: sorted by pandas below)
-        table = table.take(pa.array(_order(table, ids, prov_rows, prov_index))).combine_chunks()
-        _, prov_index = _dictionary_column(table.column("prov"))
+    # Sorted here, column by column as each is built (no copy of the table); rows that do not fit
+    # the columns are sorted by pandas below.
+    order = _order(table, ids, prov_rows, prov_index) if not len(odd) else np.arange(table.num_rows)
+    prov_index = prov_index[order]
     data: dict[str, Any] = {}
     for name in _PROVENANCE_COLUMNS:
         data[name] = _provenance_column(pd, name, [r[name] for r in prov_rows], prov_index)
     for name in ("sample_id", "na_reason", "target_source"):
-        data[name] = _categorical(pd, *_dictionary_column(table.column(name)))
-    data["value"] = table.column("value").to_numpy(zero_copy_only=False).astype("float64")
+        values, index = _dictionary_column(table.column(name))
+        data[name] = _categorical(pd, values, index[order])
+    data["value"] = table.column("value").to_numpy(zero_copy_only=False).astype("float64")[order]
     for name in ("forward_passes", "wall_time_s"):  # a missing cost reads 0, as the runner's summaries count it
-        data[name] = np.nan_to_num(table.column(name).to_numpy(zero_copy_only=False).astype("float64"), nan=0.0)
-    data["target_class"] = pd.array(table.column("target_class").to_pandas(), dtype="Int64")
-    data["curve"] = _json_column(table.column("curve")) if curves else np.full(table.num_rows, None, dtype=object)
-    data["extras"] = _json_column(table.column("extras"))
-    data["key"] = _text(pd, columnar.key_array(table))
+        column = table.column(name).to_numpy(zero_copy_only=False).astype("float64")
+        data[name] = np.nan_to_num(column[order], nan=0.0)
+    target = table.column("target_class").combine_chunks()
+    data["target_class"] = pd.arrays.IntegerArray(
+        target.fill_null(0).to_numpy(zero_copy_only=False).astype("int64")[order],
+        target.is_null().to_numpy(zero_copy_only=False)[order],
+    )
+    if not len(odd):  # the largest columns, each dropped once read (the odd rows below need them all)
+        data["key"] = _keys(pd, table, order)
+        table = table.drop_columns(["key_bin"])
+    if curves:
+        data["curve"] = _json_column(table.column("curve"))[order]
+    else:
+        data["curve"] = np.full(table.num_rows, None, dtype=object)
+    data["extras"] = _json_column(table.column("extras"))[order]
+    if len(odd):
+        data["key"] = _keys(pd, table, order)
     frame = pd.DataFrame(data, columns=list(RECORD_COLUMNS))
     if not len(odd):
         return frame
@@ -349,8 +380,10 @@ def records(workdir: str | Path, *, curves: bool = True) -> pd.DataFrame:
                 f"{file}: {store.old_keys} records from an older xaibench (no key version); they are left out",
                 stacklevel=2,
             )
-    table = pa.concat_tables(tables) if tables else columnar.SCHEMA.empty_table()
-    frame = _frame(table, blocks, files, curves)
+        del store, table  # only `tables` holds the parts now: _frame frees each column once it is read
+    holder = [pa.concat_tables(tables) if tables else columnar.SCHEMA.empty_table()]
+    tables.clear()
+    frame = _frame(holder, blocks, files, curves)
     return frame.astype({"value": "float64", "forward_passes": "float64", "wall_time_s": "float64"})
 
 

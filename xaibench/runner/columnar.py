@@ -203,6 +203,18 @@ def hex_keys(table: pa.Table) -> np.ndarray:
     return out
 
 
+def hex_key_bytes(table: pa.Table, order: np.ndarray | None = None) -> np.ndarray | None:
+    """``(N,)`` ``S64``: every key of a table with :data:`KEY_COLUMNS` (in ``order`` when given) as
+    64 hex digits, computed from ``key_bin`` without a Python object per key; ``None`` when some
+    key is stored as text."""
+    kb = table.column("key_bin").combine_chunks()
+    if kb.null_count:
+        return None
+    raw = np.frombuffer(kb.buffers()[1], dtype=np.uint8, count=32 * (len(kb) + kb.offset))[32 * kb.offset :]
+    raw = raw.reshape(-1, 32)
+    return _HEX_PAIRS[raw if order is None else raw[order]].view("S64").ravel()
+
+
 def key_array(table: pa.Table) -> pa.Array:
     """The record keys of a table with :data:`KEY_COLUMNS`, as an Arrow string array."""
     kb = table.column("key_bin").combine_chunks()
