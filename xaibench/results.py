@@ -173,29 +173,20 @@ def _provenance_row(block: dict[str, Any], file: Path) -> dict[str, Any]:
         raise XaibenchError(f"{file}: record {block.get('key', '?')!r} is malformed ({exc!r})") from None
 
 
-_PROVENANCE_COLUMNS = (
-    "track",
-    "explainer",
-    "params_digest",
-    "explainer_params",
-    "explainer_version",
-    "explainer_kind",
-    "metric",
-    "family",
-    "direction",
-    "metric_params",
-    "metric_version",
-    "model",
-    "dataset",
-    "dataset_revision",
-    "seed",
-    "device",
-    "torch",
-    "torch_threads",
-    "batch_size",
-    "xaibench",
-    "platform",
+_ROW_COLUMNS = (
+    "sample_id",
+    "value",
+    "na_reason",
+    "forward_passes",
+    "wall_time_s",
+    "target_class",
+    "target_source",
+    "curve",
+    "extras",
+    "key",
 )
+"""The columns that come from a record's own fields; the others come from its provenance block."""
+_PROVENANCE_COLUMNS = tuple(c for c in RECORD_COLUMNS if c not in _ROW_COLUMNS)
 _NULLABLE_INT = ("target_class", "seed", "torch_threads", "batch_size")
 
 
