@@ -308,7 +308,7 @@ def _frame(
     data["extras"] = _json_column(table.column("extras"))[order]
     if len(odd):
         data["key"] = _keys(pd, table, order)
-    frame = pd.DataFrame(data, columns=list(RECORD_COLUMNS))
+    frame = pd.DataFrame(data, columns=list(RECORD_COLUMNS), copy=False)  # the arrays are its own
     if not len(odd):
         return frame
     for i, record in zip(odd, columnar.decode(table.take(odd), blocks), strict=True):
