@@ -489,7 +489,13 @@ def test_interrupting_the_run_stops_it_and_kills_its_workers(tmp_path: Path) -> 
     pids = tmp_path / "pids"
     pids.mkdir()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", WRITABLE_VARIABLE: str(pids)}
-    proc = subprocess.Popen([sys.executable, str(script), str(pids), str(tmp_path)], env=env, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(pids), str(tmp_path)],
+        env=env,
+        stderr=subprocess.PIPE,
+        # Ctrl-C as in a terminal: a test run started in the background (`nohup ... &`) passes SIGINT on ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(pids.iterdir()) and time.monotonic() < deadline and proc.poll() is None:

@@ -173,6 +173,9 @@ def test_a_real_ctrl_c_while_a_plugin_loads_still_interrupts(tmp_path: Path, mon
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
 
+    # Python's own Ctrl-C handler, as in a terminal: a test run started in the background (`nohup ... &`)
+    # inherits SIGINT ignored, and then no signal would reach the runner at all
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.0, interrupt_once_the_probe_imports_it)
     timer.start()
     try:
@@ -180,6 +183,7 @@ def test_a_real_ctrl_c_while_a_plugin_loads_still_interrupts(tmp_path: Path, mon
             manager.Registry()
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     pid = int(marker.read_text())
     assert not Path(f"/proc/{pid}").exists(), Path(f"/proc/{pid}/status").read_text()[:300]
 
