@@ -28,8 +28,9 @@ from xaibench.api import Explainer
 from xaibench.metrics.robustness import ROBUSTNESS_METRICS
 from xaibench.metrics.robustness.context import perturbed_pass
 from xaibench.metrics.robustness.metrics import explain_chunk
+from xaibench.runner.config import RunConfig
 
-FORWARD_BATCH = 16
+FORWARD_BATCH = RunConfig.forward_batch
 """Images per forward pass on our side: the runner's default ``--batch-size`` (on 2 CPU cores,
 EfficientNet-Lite0 forwards cost about 1.8x more per image in batches of 64 than of 8)."""
 

@@ -268,8 +268,8 @@ def _frame(
     holder: list[Any], blocks: dict[str, dict[str, Any]], files: dict[str, Path], curves: bool = True
 ) -> pd.DataFrame:
     """The records frame of the table of :data:`~xaibench.runner.columnar.SCHEMA` (any order) that
-    ``holder`` holds, sorted. The table is taken out of ``holder``, and its large columns are dropped
-    as they are read, so their memory goes before the next is built."""
+    ``holder`` holds, sorted. The table is taken out of ``holder`` (no other reference keeps it), so
+    its key column's memory goes once the keys are built."""
     pd = _pandas()
     table = holder.pop()
     if table.num_rows == 0:
@@ -298,16 +298,14 @@ def _frame(
         target.fill_null(0).to_numpy(zero_copy_only=False).astype("int64")[order],
         target.is_null().to_numpy(zero_copy_only=False)[order],
     )
-    if not len(odd):  # the largest columns, each dropped once read (the odd rows below need them all)
-        data["key"] = _keys(pd, table, order)
+    data["key"] = _keys(pd, table, order)
+    if not len(odd):  # the largest column, freed before the curves are parsed (odd rows below need it)
         table = table.drop_columns(["key_bin"])
     if curves:
         data["curve"] = _json_column(table.column("curve"))[order]
     else:
         data["curve"] = np.full(table.num_rows, None, dtype=object)
     data["extras"] = _json_column(table.column("extras"))[order]
-    if len(odd):
-        data["key"] = _keys(pd, table, order)
     frame = pd.DataFrame(data, columns=list(RECORD_COLUMNS), copy=False)  # the arrays are its own
     if not len(odd):
         return frame

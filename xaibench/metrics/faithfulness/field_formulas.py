@@ -196,11 +196,6 @@ def neighbours(distances: np.ndarray, threshold: float) -> np.ndarray:
     return near
 
 
-def neighbour_counts(distances: np.ndarray, threshold: float) -> np.ndarray:
-    """How many other samples each sample's explanation applies to (see :func:`neighbours`)."""
-    return neighbours(distances, threshold).sum(axis=1)
-
-
 def local_sufficiency(distances: np.ndarray, predicted: np.ndarray, threshold: float) -> np.ndarray:
     """Dasgupta et al.'s local sufficiency per sample: among the *other* samples whose explanation
     distance, divided by the largest distance, is at most ``threshold``, the fraction predicted as the

@@ -69,7 +69,7 @@ class Sufficiency(FieldFaithfulnessMetric):
         distances = ff.standardised_distances(maps)
         threshold = float(self.params["threshold"])
         local = ff.local_sufficiency(distances, predicted, threshold)
-        neighbours = ff.neighbour_counts(distances, threshold)
+        neighbours = ff.neighbours(distances, threshold).sum(axis=1)
         for row, b in enumerate(valid):
             values[b] = local[row]
             curves[b] = {"predicted": int(predicted[row]), "batch": len(valid), "neighbours": int(neighbours[row])}

@@ -4,7 +4,7 @@ For a batch: ``n`` perturbed copies of each input (uniform noise of radius ``rad
 normalised space, seeded per sample by :func:`xaibench.seeds.sample_rng`, built on the model's
 device), their logits (one batched forward of the clean and perturbed inputs, which also captures the
 input of the model's last linear layer as the representation), and their explanations (the
-explainer re-run on all ``B * n`` perturbed inputs in chunks). Perturbations whose predicted class
+explainer re-run, in chunks, on the perturbed inputs it scores). Perturbations whose predicted class
 differs from the clean input's are dropped (``kept`` is False). A sample none of whose perturbations
 keeps its class is tried again with the same noise halved, at most :data:`HALVINGS` times (the same
 perturbations for every explainer, so paired comparisons stay fair); its radius is recorded. The explainer

@@ -1,8 +1,8 @@
 """The robustness family (DESIGN 3b): how far an explanation moves when the input moves a little.
 
 Every metric shares one seeded perturbation pass per batch (:mod:`.context`): ``n`` inputs
-perturbed by uniform noise of radius ``radius`` in the model's normalised space, the explainer re-run
-on all of them in chunks, one batched forward for the logits. Perturbations that change the
+perturbed by uniform noise of radius ``radius`` in the model's normalised space, one batched forward
+for the logits, the explainer re-run in chunks on those that keep the predicted class. Perturbations that change the
 predicted class are dropped; a sample none of whose perturbations keeps it is tried again with the
 same noise halved (at most three times, the radius recorded in its curve), then n/a. Lower is better
 for every metric; the family is ranked within itself and stays out of the overall rank."""
