@@ -21,7 +21,6 @@ Run: ``.venv/bin/python bench/bench_submission_size.py [--tracks 20 --metrics 30
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -32,11 +31,11 @@ import numpy as np
 from xaibench.files import write_json_atomic
 from xaibench.publish.leaderboard import entries_from_submissions
 from xaibench.publish.submission import build_submission, read_submission
-from xaibench.publish.submission_files import per_sample
 from xaibench.publish.validation import validate_file
 from xaibench.publish.verify import choose, recorded_values
 from xaibench.runner.distributions import histogram
 from xaibench.stats import summarise
+from xaibench.testing.scale import as_v1
 
 SEED = 0
 EXPLAINER = "bench-explainer"
@@ -94,18 +93,6 @@ def run_summary(tracks: int, metrics: int, samples: int) -> dict[str, Any]:
     return {"schema": "xaibench.summary/1", "run": run, "tracks": out}
 
 
-def v1_layout(data: dict[str, Any]) -> dict[str, Any]:
-    """The same submission with a sample id -> value map per metric (``xaibench.submission/1``)."""
-    out = json.loads(json.dumps(data))
-    out["schema"] = "xaibench.submission/1"
-    for track in out["tracks"].values():
-        for block in track["metrics"].values():
-            block["samples"] = per_sample(track, block)
-            del block["values"]
-        del track["sample_ids"]
-    return out
-
-
 def timed(fn: Any) -> tuple[Any, float]:
     start = time.perf_counter()
     result = fn()
@@ -126,7 +113,7 @@ def main() -> None:
         size = path.stat().st_size
         old = Path(tmp) / "v1" / path.name
         old.parent.mkdir()
-        write_json_atomic(old, v1_layout(data))
+        write_json_atomic(old, as_v1(data))
         issues, validate_s = timed(lambda: validate_file(path))
         assert issues == [], issues[:3]
         issues_v1, validate_v1_s = timed(lambda: validate_file(old))

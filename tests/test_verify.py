@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import json
 import shutil
@@ -19,6 +18,7 @@ from xaibench.publish.submission_files import decode_values, encode_values, per_
 from xaibench.publish.validation import validate_file
 from xaibench.publish.verify import Record, choose, recorded_values
 from xaibench.runner.run import RunConfig, Runner
+from xaibench.testing.scale import as_v1
 from xaibench.version import __version__
 
 LIMIT = 8
@@ -86,18 +86,6 @@ def _set_value(data: dict[str, Any], metric: str, sample_id: str, value: float) 
     block["values"] = encode_values(values)
 
 
-def _as_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """The same submission in today's /1 layout: a ``samples`` map per metric."""
-    out = copy.deepcopy(data)
-    out["schema"] = "xaibench.submission/1"
-    for track in out["tracks"].values():
-        for block in track["metrics"].values():
-            block["samples"] = per_sample(track, block)
-            del block["values"]
-        del track["sample_ids"]
-    return out
-
-
 def test_a_fresh_submission_verifies_and_records_the_verification(
     subs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -130,7 +118,7 @@ def test_a_submission_in_the_v1_layout_still_validates_and_verifies_and_stays_v1
 ) -> None:
     path = subs / "gradient.json"
     v2 = _load(path)
-    v1 = _as_v1(v2)
+    v1 = as_v1(v2)
     _save(path, v1)
     assert validate_file(path) == []
     assert recorded_values(path, v1) == recorded_values(path, v2)  # 24 records, the same values bit for bit

@@ -25,6 +25,7 @@ by :func:`xaibench.publish.submission.write_submissions`, so both follow the pro
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ import numpy as np
 
 from xaibench.errors import XaibenchError
 from xaibench.publish.submission import write_submissions
+from xaibench.publish.submission_files import per_sample
 from xaibench.runner.cache import digest
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.records import KEY_VERSION, RECORD_SCHEMA
@@ -412,3 +414,16 @@ def write_scale_records(workdir: Path, spec: ScaleSpec) -> int:
 def write_scale_submissions(folder: Path, spec: ScaleSpec, explainers: int | None = None) -> list[Path]:
     """Write the submissions of ``spec`` into ``folder`` (see :meth:`ScaleData.write_submissions`)."""
     return ScaleData(spec).write_submissions(folder, explainers)
+
+
+def as_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """The same submission in the ``xaibench.submission/1`` layout (a sample id -> value map per
+    metric instead of ``/2``'s ``sample_ids`` and ``values``): what an older xaibench wrote."""
+    out = copy.deepcopy(data)
+    out["schema"] = "xaibench.submission/1"
+    for track in out["tracks"].values():
+        for block in track["metrics"].values():
+            block["samples"] = per_sample(track, block)
+            del block["values"]
+        del track["sample_ids"]
+    return out
