@@ -43,7 +43,16 @@ def load_track(n_images: int = 8, smooth: bool = False) -> tuple[Model, Any, np.
     return model, inputs.detach(), targets.numpy(), saliency, samples
 
 
-def make_batch(model: Model, inputs: Any, targets: np.ndarray, saliency: np.ndarray, samples: list, batch_size: int):
+def make_batch(
+    model: Model,
+    inputs: Any,
+    targets: np.ndarray,
+    saliency: np.ndarray,
+    samples: list,
+    batch_size: int,
+    device: str = "cpu",
+):
+    """A fresh MetricInput (nothing memoised); ``inputs`` and the model should already be on ``device``."""
     return MetricInput(
         saliency=saliency,
         concepts=None,
@@ -51,23 +60,32 @@ def make_batch(model: Model, inputs: Any, targets: np.ndarray, saliency: np.ndar
         targets=targets,
         inputs=inputs,
         model=model,
-        forward=ForwardCounter(model.module, batch_size=batch_size),
+        forward=ForwardCounter(model.module, batch_size=batch_size, device=device),
         seed=0,
     )
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+def sync(device: str) -> None:
+    """Wait for the device's queued work (a CUDA timing without it measures the launches only)."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def timed(fn: Callable[[], Any], device: str = "cpu") -> tuple[float, Any]:
+    """Wall seconds of one call of ``fn`` (the device synchronised before and after), and its result."""
+    sync(device)
     start = time.perf_counter()
     result = fn()
+    sync(device)
     return time.perf_counter() - start, result
 
 
-def forward_only_time(model: Model, inputs: Any, count: int, batch_size: int) -> float:
+def forward_only_time(model: Model, inputs: Any, count: int, batch_size: int, device: str = "cpu") -> float:
     """Wall time of ``count`` images forwarded by a ForwardCounter (content does not matter)."""
     if count == 0:
         return 0.0
     reps = -(-count // inputs.shape[0])
     images = inputs.repeat(reps, 1, 1, 1)[:count].contiguous()
-    counter = ForwardCounter(model.module, batch_size=batch_size)
-    seconds, _ = timed(lambda: counter(images))
+    counter = ForwardCounter(model.module, batch_size=batch_size, device=device)
+    seconds, _ = timed(lambda: counter(images), device)
     return seconds

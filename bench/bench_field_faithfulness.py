@@ -11,7 +11,7 @@ in one run (ours and the forwards: best of ``--repeat`` runs, the machine being 
 Quantus: one run). Parameters are smaller than the metrics' defaults to keep the run within minutes
 (printed); ``--scale`` multiplies the step and run counts.
 
-Run: ``PYTHONPATH=. python bench/bench_field_faithfulness.py [--images 8] [--scale 1] [--skip-quantus]``
+Run: ``PYTHONPATH=. python bench/bench_field_faithfulness.py [--images 8] [--scale 1] [--skip-quantus] [--device cuda]``
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def plans(n_pixels: int, scale: float) -> list[tuple[str, dict[str, Any], tuple[
     ]
 
 
-def run_quantus(spec, model, inputs, targets, saliency) -> float:
+def run_quantus(spec, model, inputs, targets, saliency, device: str = "cpu") -> float:
     import quantus
 
     cls, params, batch_size = spec
@@ -127,21 +127,71 @@ def run_quantus(spec, model, inputs, targets, saliency) -> float:
         seconds, _ = timed(
             lambda: metric(
                 model=model.module,
-                x_batch=inputs.numpy(),
+                x_batch=inputs.cpu().numpy(),
                 y_batch=np.asarray(targets),
                 a_batch=saliency[:, None].astype(np.float32),
-                device="cpu",
+                device=device,
                 softmax=True,
                 channel_first=True,
                 batch_size=batch_size,
-            )
+            ),
+            device,
         )
     return seconds
 
 
-def main() -> None:
+def measure(
+    model,
+    inputs,
+    targets,
+    saliency,
+    samples,
+    *,
+    device: str = "cpu",
+    batch_size: int = 16,
+    repeat: int = 2,
+    scale: float = 1.0,
+    quantus: bool = True,
+    only: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per metric: ``metric``, ``params``, ``forwards``, ``ours_s``, ``forwards_s``,
+    ``ours_over_forwards`` (target <= 1.3) and, with ``quantus``, ``quantus_s`` and
+    ``quantus_over_ours`` (target >= 3). ``model`` and ``inputs`` are moved to ``device``."""
     if not hasattr(np, "trapz"):  # Quantus 0.6's AUC helper calls np.trapz, which numpy 2 removed
         np.trapz = np.trapezoid
+    model.module.to(device)
+    x = inputs.to(device)
+    forward_only_time(model, x, len(x), batch_size, device)  # warm-up
+    rows = []
+    for name, params, factory in plans(int(x.shape[-1] * x.shape[-2]), scale):
+        if only and name not in only:
+            continue
+        best = []
+        for _ in range(max(1, repeat)):  # a fresh batch each time: nothing memoised
+            batch = make_batch(model, x, targets, saliency, samples, batch_size, device)
+            best.append(
+                timed(lambda name=name, params=params, batch=batch: METRICS[name](**params).score(batch), device)
+            )
+        ours_s, out = min(best, key=lambda r: r[0])
+        floor_s = min(
+            forward_only_time(model, x, out.forward_passes, batch_size, device) for _ in range(max(1, repeat))
+        )
+        row = {
+            "metric": name,
+            "params": params,
+            "forwards": int(out.forward_passes),
+            "ours_s": ours_s,
+            "forwards_s": floor_s,
+            "ours_over_forwards": ours_s / floor_s,
+        }
+        if quantus:
+            row["quantus_s"] = run_quantus(factory, model, inputs, targets, saliency, device)
+            row["quantus_over_ours"] = row["quantus_s"] / ours_s
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply step and run counts")
@@ -149,35 +199,37 @@ def main() -> None:
     parser.add_argument("--skip-quantus", action="store_true")
     parser.add_argument("--repeat", type=int, default=2, help="ours and the forwards: best of this many runs")
     parser.add_argument("--only", nargs="*", default=None, help="metric ids to time (default: all)")
+    parser.add_argument("--device", default="cpu", help="where the model runs, both sides (e.g. cuda)")
     args = parser.parse_args()
     tune_allocator()
 
     model, inputs, targets, saliency, samples = load_track(args.images)
-    forward_only_time(model, inputs, len(inputs), args.batch_size)  # warm-up
-    n_pixels = int(inputs.shape[-1] * inputs.shape[-2])
     print(
         f"{len(inputs)} photos, EfficientNet-Lite0 at {inputs.shape[-1]} px, torch threads {torch.get_num_threads()}, "
-        f"our batch size {args.batch_size}"
+        f"our batch size {args.batch_size}, device {args.device}"
     )
     header = f"{'metric':26s} {'params':36s} {'fwd':>6s} {'ours s':>8s} {'fwd s':>8s} {'ours/fwd':>8s}"
-    print(header + ("" if args.skip_quantus else f" {'Quantus s':>9s} {'Q/ours':>7s}"))
-    for name, params, factory in plans(n_pixels, args.scale):
-        if args.only and name not in args.only:
-            continue
-        best = []
-        for _ in range(max(1, args.repeat)):  # a fresh batch each time: nothing memoised
-            batch = make_batch(model, inputs, targets, saliency, samples, args.batch_size)
-            best.append(timed(lambda name=name, params=params, batch=batch: METRICS[name](**params).score(batch)))
-        ours_s, out = min(best, key=lambda r: r[0])
-        floor_s = min(
-            forward_only_time(model, inputs, out.forward_passes, args.batch_size) for _ in range(max(1, args.repeat))
-        )
-        text = ", ".join(f"{k}={v}" for k, v in params.items())
-        line = f"{name:26s} {text:36s} {out.forward_passes:6d} {ours_s:8.2f} {floor_s:8.2f} {ours_s / floor_s:8.2f}"
-        if not args.skip_quantus:
-            quantus_s = run_quantus(factory, model, inputs, targets, saliency)
-            line += f" {quantus_s:9.2f} {quantus_s / ours_s:7.2f}"
-        print(line, flush=True)
+    print(header + ("" if args.skip_quantus else f" {'Quantus s':>9s} {'Q/ours':>7s}"), flush=True)
+    rows = measure(
+        model,
+        inputs,
+        targets,
+        saliency,
+        samples,
+        device=args.device,
+        batch_size=args.batch_size,
+        repeat=args.repeat,
+        scale=args.scale,
+        quantus=not args.skip_quantus,
+        only=args.only,
+    )
+    for r in rows:
+        text = ", ".join(f"{k}={v}" for k, v in r["params"].items())
+        line = f"{r['metric']:26s} {text:36s} {r['forwards']:6d} {r['ours_s']:8.2f} {r['forwards_s']:8.2f}"
+        line += f" {r['ours_over_forwards']:8.2f}"
+        if "quantus_s" in r:
+            line += f" {r['quantus_s']:9.2f} {r['quantus_over_ours']:7.2f}"
+        print(line)
 
 
 if __name__ == "__main__":

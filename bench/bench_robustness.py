@@ -12,17 +12,17 @@ The last row scores all seven metrics on one batch (they share one pass) against
 Quantus's times. Also printed: each metric's time over the time of its own forward passes and
 explanations alone.
 
-Run: ``.venv/bin/python bench/bench_robustness.py [--images 8] [--n 10] [--metrics a,b]``.
+Run: ``.venv/bin/python bench/bench_robustness.py [--images 8] [--n 10] [--metrics a,b] [--device cuda]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+from typing import Any
 
 import numpy as np
 import torch
-from _faithfulness_common import load_track, make_batch
+from _faithfulness_common import load_track, make_batch, timed
 
 from xaibench.api import Explainer
 from xaibench.metrics.robustness import ROBUSTNESS_METRICS
@@ -39,10 +39,11 @@ class GradientExplainer(Explainer):
     name = "bench-gradient"
 
     def explain(self, model, inputs, targets, *, seed=0, context=None):
-        x = torch.as_tensor(inputs).detach().clone().requires_grad_(True)
+        device = next(model.module.parameters()).device
+        x = torch.as_tensor(inputs, device=device).detach().clone().requires_grad_(True)
         probs = torch.softmax(model.module(x), dim=1)
-        probs.gather(1, torch.as_tensor(targets).long().view(-1, 1)).sum().backward()
-        return x.grad.abs().sum(dim=1).numpy()
+        probs.gather(1, torch.as_tensor(targets, device=device).long().view(-1, 1)).sum().backward()
+        return x.grad.abs().sum(dim=1).cpu().numpy()
 
 
 QUANTUS = {
@@ -56,49 +57,51 @@ QUANTUS = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=8)
-    parser.add_argument("--n", type=int, default=10)
-    parser.add_argument("--metrics", default="")
-    args = parser.parse_args()
+def measure(
+    model, inputs, targets, samples, *, n: int = 10, metrics: list[str] | None = None, device: str = "cpu"
+) -> dict[str, Any]:
+    """``{"pass_s", "forwards_s", "explain_s", "rows": [{"metric", "ours_s", "quantus_s",
+    "quantus_over_ours" (target >= 1), "ours_over_own_work"}], "together": {"ours_s", "quantus_s",
+    "quantus_over_ours"}}``; ``model`` is moved to ``device`` (Quantus runs there too)."""
     import quantus
 
     torch.set_grad_enabled(True)
-    model, inputs, targets, _, samples = load_track(args.images)
+    model.module.to(device)
+    x = inputs.to(device)
     explainer = GradientExplainer()
-    saliency = explainer.explain(model, inputs, targets).astype(np.float64)
-    n = args.n
-    wanted = [c for c in ROBUSTNESS_METRICS if not args.metrics or c.name in args.metrics.split(",")]
+    saliency = explainer.explain(model, x, targets).astype(np.float64)
+    wanted = [c for c in ROBUSTNESS_METRICS if not metrics or c.name in metrics]
 
     def fresh():
-        batch = make_batch(model, inputs, targets, saliency, samples, FORWARD_BATCH)
+        batch = make_batch(model, x, targets, saliency, samples, FORWARD_BATCH, device)
         batch.explainer = explainer
         return batch
 
-    explainer.explain(model, inputs[:2], targets[:2])  # warm-up (first-call costs on neither side)
+    explainer.explain(model, x[:2], targets[:2])  # warm-up (first-call costs on neither side)
     wanted[0](n=2).score(fresh())  # and the batch shapes of ours (oneDNN builds its kernels per shape)
     # The perturbed inputs both sides see, and the cost of their forwards and explanations alone.
     probe = fresh()
-    start = time.perf_counter()
     chunk = explain_chunk(probe)
-    p, _ = perturbed_pass(probe, n, 0.02, chunk)
-    pass_s = time.perf_counter() - start
+    pass_s, (p, _) = timed(lambda: perturbed_pass(probe, n, 0.02, chunk), device)
     assert not isinstance(p, str)
-    flat = torch.from_numpy(p.x_p.reshape(-1, *p.x_p.shape[2:]))
-    start = time.perf_counter()
-    with torch.inference_mode():
-        for k in range(0, len(flat) + len(inputs), FORWARD_BATCH):
-            model.module(torch.cat([inputs, flat])[k : k + FORWARD_BATCH])
-    forwards_s = time.perf_counter() - start
-    start = time.perf_counter()
+    flat = torch.from_numpy(p.x_p.reshape(-1, *p.x_p.shape[2:])).to(device)
+    every = torch.cat([x, flat])
+
+    def forwards() -> None:
+        with torch.inference_mode():
+            for k in range(0, len(every), FORWARD_BATCH):
+                model.module(every[k : k + FORWARD_BATCH])
+
     reps = np.repeat(targets, n)
-    for k in range(0, len(flat), chunk):
-        explainer.explain(model, flat[k : k + chunk], reps[k : k + chunk])
-    explain_s = time.perf_counter() - start
+
+    def explanations() -> None:
+        for k in range(0, len(flat), chunk):
+            explainer.explain(model, flat[k : k + chunk], reps[k : k + chunk])
+
+    forwards_s, _ = timed(forwards, device)
+    explain_s, _ = timed(explanations, device)
     alone = forwards_s + explain_s
     layer = [name for name, m in model.module.named_modules() if isinstance(m, torch.nn.Linear)][-1]
-    track_model = model
 
     def quantus_time(name: str) -> float:
         cls_name, extra = QUANTUS[name]
@@ -108,7 +111,7 @@ def main() -> None:
             return p.x_p[:, next(step)].reshape(len(arr), -1)
 
         def explain_func(model, inputs, targets, **kwargs):  # Quantus passes these by keyword
-            return explainer.explain(track_model, torch.as_tensor(inputs), targets)[:, None]
+            return explainer.explain(track_model, inputs, targets)[:, None]
 
         kwargs = {"abs": False, "normalise": False, "disable_warnings": True, **extra}
         # Quantus's check of the class, as ours; not for Continuity (Quantus 0.6 then writes np.NaN, gone in NumPy 2)
@@ -120,39 +123,73 @@ def main() -> None:
         if name == "relative_representation_stability":
             kwargs["layer_names"] = [layer]
         metric = getattr(quantus, cls_name)(**kwargs)
-        start = time.perf_counter()
-        metric(
-            model=model.module,
-            x_batch=inputs.numpy(),
-            y_batch=np.asarray(targets),
-            a_batch=saliency[:, None].astype(np.float32),
-            explain_func=explain_func,
-            channel_first=True,
-            softmax=False,
-            device="cpu",
-            batch_size=len(inputs),
+        seconds, _ = timed(
+            lambda: metric(
+                model=model.module,
+                x_batch=inputs.cpu().numpy(),
+                y_batch=np.asarray(targets),
+                a_batch=saliency[:, None].astype(np.float32),
+                explain_func=explain_func,
+                channel_first=True,
+                softmax=False,
+                device=device,
+                batch_size=len(inputs),
+            ),
+            device,
         )
-        return time.perf_counter() - start
+        return seconds
 
-    threads = torch.get_num_threads()
-    print(f"{len(inputs)} photos, EfficientNet-Lite0, gradient explainer, n = {n}, torch threads {threads}")
-    print(f"shared pass {pass_s:.2f} s; its forwards alone {forwards_s:.2f} s, explanations alone {explain_s:.2f} s")
-    print(f"{'metric':36} {'ours s':>8} {'quantus s':>10} {'quantus/ours':>13} {'ours/own work':>14}")
-    total_q = 0.0
+    track_model = model
+    rows = []
     for cls in wanted:
-        start = time.perf_counter()
-        cls(n=n).score(fresh())
-        ours = time.perf_counter() - start
+        ours, _ = timed(lambda cls=cls: cls(n=n).score(fresh()), device)
         theirs = quantus_time(cls.name)
-        total_q += theirs
-        note = " (Quantus: translations)" if cls.name == "continuity" else ""
-        print(f"{cls.name:36} {ours:8.2f} {theirs:10.2f} {theirs / ours:13.2f} {ours / alone:14.2f}{note}")
+        rows.append(
+            {
+                "metric": cls.name,
+                "ours_s": ours,
+                "quantus_s": theirs,
+                "quantus_over_ours": theirs / ours,
+                "ours_over_own_work": ours / alone,
+            }
+        )
     batch = fresh()
-    start = time.perf_counter()
-    for cls in wanted:
-        cls(n=n).score(batch)
-    together = time.perf_counter() - start
-    print(f"{'all, one shared pass':36} {together:8.2f} {total_q:10.2f} {total_q / together:13.2f}")
+    together, _ = timed(lambda: [cls(n=n).score(batch) for cls in wanted], device)
+    total_q = sum(r["quantus_s"] for r in rows)
+    return {
+        "pass_s": pass_s,
+        "forwards_s": forwards_s,
+        "explain_s": explain_s,
+        "rows": rows,
+        "together": {"ours_s": together, "quantus_s": total_q, "quantus_over_ours": total_q / together},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=8)
+    parser.add_argument("--n", type=int, default=10)
+    parser.add_argument("--metrics", default="")
+    parser.add_argument("--device", default="cpu", help="where the model runs, both sides (e.g. cuda)")
+    args = parser.parse_args()
+    model, inputs, targets, _, samples = load_track(args.images)
+    wanted = args.metrics.split(",") if args.metrics else None
+    out = measure(model, inputs, targets, samples, n=args.n, metrics=wanted, device=args.device)
+    threads, device = torch.get_num_threads(), args.device
+    print(f"{len(inputs)} photos, EfficientNet-Lite0, gradient explainer, n = {args.n}, {threads} threads, {device}")
+    print(
+        f"shared pass {out['pass_s']:.2f} s; its forwards alone {out['forwards_s']:.2f} s, "
+        f"explanations alone {out['explain_s']:.2f} s"
+    )
+    print(f"{'metric':36} {'ours s':>8} {'quantus s':>10} {'quantus/ours':>13} {'ours/own work':>14}")
+    for r in out["rows"]:
+        note = " (Quantus: translations)" if r["metric"] == "continuity" else ""
+        print(
+            f"{r['metric']:36} {r['ours_s']:8.2f} {r['quantus_s']:10.2f} {r['quantus_over_ours']:13.2f}"
+            f" {r['ours_over_own_work']:14.2f}{note}"
+        )
+    t = out["together"]
+    print(f"{'all, one shared pass':36} {t['ours_s']:8.2f} {t['quantus_s']:10.2f} {t['quantus_over_ours']:13.2f}")
 
 
 if __name__ == "__main__":
