@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 import tempfile
 import time
 from collections.abc import Callable
@@ -128,6 +129,38 @@ def test_a_sandboxed_process_writes_only_its_scratch_folder(tmp_path: Path) -> N
     assert (outside / "results.jsonl").read_text() == "kept\n" and sorted(p.name for p in outside.iterdir()) == [
         "results.jsonl"
     ]
+
+
+@needs_landlock
+@linux_only
+def test_a_sandboxed_process_names_its_own_threads_and_nothing_else(tmp_path: Path) -> None:
+    """CUDA's cuInit names its helper threads through /proc/self/task/<tid>/comm and fails with
+    error 304 where it may not (every sandboxed worker of a --device cuda run, on an H200): the
+    process's own threads are writable, another process's and the kernel's settings are not."""
+    parent = os.getpid()
+
+    def attack() -> dict[str, str]:
+        stop = threading.Event()
+        helper = threading.Thread(target=stop.wait)
+        helper.start()
+        own = Path(f"/proc/self/task/{helper.native_id}/comm")
+        try:
+            named = _outcome(lambda: own.write_text("cuda-helper"))
+            name = own.read_text().strip()
+        finally:
+            stop.set()
+            helper.join()
+        return {
+            "own thread": named,
+            "name": name,
+            "parent's thread": _outcome(lambda: Path(f"/proc/{parent}/task/{parent}/comm").open("w")),
+            "kernel setting": _outcome(lambda: Path("/proc/sys/kernel/hostname").open("w")),
+        }
+
+    report = _in_sandbox([tmp_path], attack)
+    assert report["own thread"] == "done" and report["name"] == "cuda-helper", report
+    assert report["parent's thread"] == "PermissionError", report
+    assert report["kernel setting"] == "PermissionError", report
 
 
 @needs_landlock

@@ -241,7 +241,7 @@ def input_gradients(model: Model, inputs: Any, targets: Any) -> torch.Tensor:
     (Simonyan et al. 2014's saliency before any reduction). Parameters stay frozen and untouched
     (:func:`isolated_grads`); the caller's ``inputs`` are not modified."""
     x = as_inputs(inputs).requires_grad_(True)
-    t = as_targets(targets, int(x.shape[0]))
+    t = as_targets(targets, int(x.shape[0])).to(x.device)
     with isolated_grads(model.module), torch.enable_grad():
         picked = model.module(x).gather(1, t.view(-1, 1)).sum()
         (grad,) = torch.autograd.grad(picked, x)

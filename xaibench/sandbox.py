@@ -6,7 +6,10 @@ handles every access right the kernel's Landlock ABI offers:
 
 - **Files** (ABI 1-3, 5): read and execute everywhere; write, create, remove, rename, truncate
   and device ioctls only beneath the paths given (a worker's scratch folder, ``/dev/null`` ...).
-  Files opened before the call (the worker's pipe to the runner) are not affected.
+  Files opened before the call (the worker's pipe to the runner) are not affected. Besides, the
+  process may read and write the files of its own threads (``/proc/<pid>/task``, see
+  :data:`OWN_THREADS`): CUDA names its helper threads there during ``cuInit``, which fails with
+  error 304 (``cudaErrorOperatingSystem``) without it.
 - **TCP** (ABI 4): no ``bind`` or ``connect`` except to the ports given.
 - **Scopes** (ABI 6): no signal to a process outside the sandbox (the runner, the zygote, other
   workers) and no connection to an abstract unix socket created outside it.
@@ -67,6 +70,20 @@ FS_READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 FS_FILE_RIGHTS = (
     FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 )  # the rights a file rule may hold
+
+
+OWN_THREADS = "/proc/self/task"
+"""The folder of the calling process's threads, writable in the sandbox (file rights only: read,
+write, truncate). CUDA's ``cuInit`` writes ``/proc/self/task/<tid>/comm`` to name its helper
+threads and fails with error 304 where it may not (seen on an H200: every sandboxed worker of a
+``--device cuda`` run failed so; NVIDIA/OpenShell PR 710 reports the same cause). Only this
+process's own threads are reachable beneath it: ``/proc/self`` is resolved when the sandbox is
+entered, so a process the worker starts later gets no such right, and neither ``/proc/sys`` nor
+another process's files become writable. The folder stays open for the process's lifetime
+(:data:`_PINNED`): Landlock's rule holds the folder's inode, and procfs would give a new inode to
+a folder it dropped from its cache and looked up again."""
+
+_PINNED: list[int] = []  # descriptors that keep rule targets in the dentry cache (see OWN_THREADS)
 
 
 class SandboxError(RuntimeError):
@@ -173,6 +190,9 @@ def enter_sandbox(writable: Sequence[Path | str], *, tcp_ports: Iterable[int] = 
         raise SandboxError(f"cannot create a Landlock ruleset: {os.strerror(ctypes.get_errno())}")
     try:
         _add_path(libc, ruleset, Path("/"), FS_READ)
+        if os.path.isdir(OWN_THREADS):
+            _PINNED.append(os.open(OWN_THREADS, os.O_PATH | os.O_CLOEXEC))
+            _add_path(libc, ruleset, Path(OWN_THREADS), FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE)
         for path in writable:
             if os.path.exists(path):
                 _add_path(libc, ruleset, Path(path), fs)
