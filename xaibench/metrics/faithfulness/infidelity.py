@@ -59,11 +59,15 @@ class Infidelity(FieldFaithfulnessMetric):
         valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
         p0 = ctx.clean_probabilities() if valid else np.zeros(0)
         noise: dict[int, torch.Tensor] = {}
+        projections: dict[int, np.ndarray] = {}  # (1, S): I . phi of each perturbation
 
         def build(b: int, start: int, stop: int) -> torch.Tensor:
-            if b not in noise:
+            if b not in noise:  # drawn once per sample: the forwards and the projections share it
                 noise.clear()
-                noise[b] = torch.from_numpy(self.perturbations(ctx, b)).to(ctx.device)
+                drawn = self.perturbations(ctx, b)
+                flat = drawn.sum(axis=1, dtype=np.float64).reshape(draws, -1)  # channels share phi
+                projections[b] = (flat @ ctx.saliency[b].reshape(-1))[None]
+                noise[b] = torch.from_numpy(drawn).to(ctx.device)
             return ctx.device_inputs[b][None] - noise[b][start:stop]
 
         scored = score_steps(ctx, {b: draws for b in valid}, build)
@@ -71,9 +75,7 @@ class Infidelity(FieldFaithfulnessMetric):
             if ctx.valid[b]:
                 reasons[b] = ctx.valid[b]
                 continue
-            perturbation = self.perturbations(ctx, b).astype(np.float64).sum(axis=1)  # channels share phi
-            projections = (perturbation.reshape(draws, -1) @ ctx.saliency[b].reshape(-1))[None]
             drops = (p0[b] - scored[b])[None]
-            values[b] = float(ff.infidelity(projections, drops, bool(self.params["optimal_scale"]))[0])
-            curves[b] = {"projection": projections[0].tolist(), "drop": drops[0].tolist()}
+            values[b] = float(ff.infidelity(projections[b], drops, bool(self.params["optimal_scale"]))[0])
+            curves[b] = {"projection": projections[b][0].tolist(), "drop": drops[0].tolist()}
         return MetricOutput(values=values, reasons=reasons, curves=curves)
