@@ -63,13 +63,20 @@ shapes-shortcut's ``mass_accuracy``, gradcam's win over gradient (paired interva
 0.075 before) became a tie (-0.0005 to 0.075), in both seeds; the rest follows from it."""
 
 
+INTERVALS_BEFORE = json.loads((GOLDEN.parent / "intervals-before-issue28.json").read_text(encoding="utf-8"))
+"""Seed -> row -> (ci_low, ci_high) in the golden file before the shared-resample interval rule
+(issue 28, docs/metrics.md "Intervals at scale") moved every interval bound: the rows' other
+fields are unchanged, which the digests below check with these bounds put back."""
+
+
 def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def test_golden_rows_are_the_former_rows_plus_robustness_rows() -> None:
     """Every former row (metric, family and overall ranks) is unchanged but for the fields the
-    shared paired resample changed (:data:`SHARED_RESAMPLE`); the only rows added are the
+    shared paired resample changed (:data:`SHARED_RESAMPLE`) and the interval bounds the shared
+    interval rule moved (:data:`INTERVALS_BEFORE`); the only rows added are the
     robustness family's, on the shapes tracks, with a ``rank:robustness`` row per explainer."""
     golden = json.loads(GOLDEN.read_text())
     assert _digest(golden["models"]) == BEFORE_ROBUSTNESS["models"]
@@ -78,6 +85,12 @@ def test_golden_rows_are_the_former_rows_plus_robustness_rows() -> None:
         for key, fields in SHARED_RESAMPLE[seed].items():
             assert all(rows[key][f] != v for f, v in fields.items()), key  # changed on purpose
             rows[key] = {**rows[key], **fields}
+        before = INTERVALS_BEFORE[seed]
+        assert sorted(before) == sorted(k for k, r in rows.items() if r["ci_low"] is not None)
+        moved = [k for k, (low, high) in before.items() if (rows[k]["ci_low"], rows[k]["ci_high"]) != (low, high)]
+        assert len(moved) > len(before) // 2  # changed on purpose: the interval rule of issue 28
+        for key, (low, high) in before.items():
+            rows[key] = {**rows[key], "ci_low": low, "ci_high": high}
         former = {k: v for k, v in rows.items() if k.rsplit("/", 1)[1] not in ROBUSTNESS_ROWS}
         assert len(former) == 606 and _digest(former) == BEFORE_ROBUSTNESS[seed]
         added = sorted(set(rows) - set(former))

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from _site_data import submission
 
@@ -20,7 +21,7 @@ from xaibench.publish.recompute import MAX_MAGNITUDE
 from xaibench.publish.submission_files import compact_track, decode_values, encode_values
 from xaibench.publish.validation import require_valid, validate_text
 from xaibench.seeds import derive_seed
-from xaibench.stats import bootstrap_ci
+from xaibench.stats import INTERVAL_RULE, bootstrap_ci, interval_seed, shared_intervals
 
 
 def _messages(data: dict[str, Any]) -> list[str]:
@@ -193,3 +194,28 @@ def test_v2_per_sample_value_beyond_the_bound_points_at_its_index(alpha: dict[st
     [message] = _messages(data)
     assert message.startswith("/tracks/synth-a/metrics/iou/values/3 track synth-a, metric iou, explainer alpha: ")
     assert "per-sample value of 's03' " in message
+
+
+def _shared_rule(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` re-stated under the shared-resample rule: ``intervals`` set and every interval
+    recomputed from the track's one resample (n/a included, in the samples' order)."""
+    out = copy.deepcopy(data)
+    out["intervals"] = INTERVAL_RULE
+    for track_name, track in out["tracks"].items():
+        for m in track["metrics"].values():
+            row = np.array([np.nan if v is None else v for v in m["samples"].values()], dtype=np.float64)
+            (low,), (high,) = shared_intervals(row[None], interval_seed(out["seed"], track_name))
+            m["ci_low"], m["ci_high"] = float(low), float(high)
+    return out
+
+
+def test_a_file_under_the_shared_resample_rule_is_checked_against_that_rule(alpha: dict[str, Any]) -> None:
+    shared = _shared_rule(alpha)
+    assert _iou(shared)["ci_low"] != _iou(alpha)["ci_low"]  # the two rules draw other resamples
+    assert _messages(shared) == []
+    earlier = {k: v for k, v in shared.items() if k != "intervals"}  # the field dropped: the earlier rule
+    assert any(m.startswith("/tracks/synth-a/metrics/iou/ci_") for m in _messages(earlier))
+    _iou(shared)["ci_high"] += 1e-6
+    [message] = _messages(shared)
+    assert message.startswith("/tracks/synth-a/metrics/iou/ci_high ") and "(seed 0) gives" in message
+    assert _messages({**alpha, "intervals": "per-label/0"})[0].startswith("/intervals ")  # an unknown rule

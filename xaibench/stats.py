@@ -3,6 +3,7 @@ paired intervals of many explainers from one shared resample (:func:`paired_inte
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +46,54 @@ def resample_counts(n: int, seed: int, n_boot: int = N_BOOTSTRAP) -> np.ndarray:
     idx *= n_boot
     idx += np.arange(n_boot, dtype=idx.dtype)[:, None]  # draw of id s in resample r -> s * n_boot + r
     return np.bincount(idx.ravel(), minlength=n_boot * n).astype(np.float64).reshape(n, n_boot).T
+
+
+INTERVAL_RULE = "shared-resample/1"
+"""The rule of the intervals this version writes (a submission's and a run summary's
+``intervals``): :func:`shared_intervals`, one resample per (run seed, track) shared by every
+explainer and metric of the track. Files without the field were written with the earlier rule,
+:func:`bootstrap_ci` over a metric's values seeded by its label; both are still checked."""
+
+
+@functools.lru_cache(maxsize=32)
+def _shared_counts(n: int, seed: int) -> np.ndarray:
+    """:func:`resample_counts` kept for the next metric or file of the same track (read-only;
+    8 MB for 1,000 ids, at most 32 kept)."""
+    counts = resample_counts(n, seed)
+    counts.flags.writeable = False
+    return counts
+
+
+def interval_seed(seed: int, track: str) -> int:
+    """The seed of the shared resample of ``track``'s sample ids in a run seeded ``seed``."""
+    return derive_seed(seed, "bootstrap", track)
+
+
+def shared_intervals(values: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile 95 % intervals ``(low, high)`` of the mean of each row of ``values`` (``(M, n)``:
+    M metrics or explainers over the same n sample ids in the same order, NaN for n/a), in the
+    values' units, from one shared set of resamples of the n ids (:func:`resample_counts` with
+    ``seed``, usually :func:`interval_seed`). In each resample a row's mean is taken over the drawn
+    ids that have a value; resamples that draw none of them are left out. With no n/a this is
+    :func:`bootstrap_ci` of the row with the same seed (to rounding: a product instead of a
+    gather). A row with one value gives ``(value, value)``, none ``(nan, nan)``. Cost: two
+    ``(B, n) @ (n, M)`` products, whatever M, and the resample is built once per (n, seed)."""
+    values = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    rows, n = values.shape
+    low, high = np.full(rows, np.nan), np.full(rows, np.nan)
+    if n == 0:
+        return low, high
+    mask = ~np.isnan(values)
+    counts = _shared_counts(n, int(seed))
+    num = counts @ np.where(mask, values, 0.0).T  # (B, M)
+    den = counts @ mask.T.astype(np.float64)
+    full = (den > 0).all(axis=0) & mask.any(axis=1)
+    if full.any():
+        low[full], high[full] = np.percentile(num[:, full] / den[:, full], [2.5, 97.5], axis=0)
+    for m in np.flatnonzero(~full & mask.any(axis=1)):
+        drawn = den[:, m] > 0
+        low[m], high[m] = np.percentile(num[drawn, m] / den[drawn, m], [2.5, 97.5])
+    return low, high
 
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -200,19 +249,22 @@ def paired_signs(
     return shared, above, below
 
 
-def summarise(records: Sequence[dict[str, Any]], *, seed: int, label: str) -> dict[str, Any]:
-    """Mean, interval and counts of a metric's records (n counts values, n_na the n/a), and the
-    per-sample values (``samples``: sample id -> value, ``None`` for n/a) that paired ranking and
-    ``xaibench submission verify`` read."""
+def summarise(records: Sequence[dict[str, Any]], *, seed: int, track: str) -> dict[str, Any]:
+    """Mean, interval and counts of a metric's records on ``track`` (n counts values, n_na the
+    n/a), and the per-sample values (``samples``: sample id -> value, ``None`` for n/a) that paired
+    ranking and ``xaibench submission verify`` read. The interval is :func:`shared_intervals`
+    over the records in their order (the track's), seeded by :func:`interval_seed` (rule
+    :data:`INTERVAL_RULE`)."""
     values = [r["value"] for r in records if r.get("value") is not None]
     reasons = Counter(r["na_reason"] for r in records if r.get("value") is None)
-    low, high = bootstrap_ci(values, derive_seed(seed, "bootstrap", label))
+    row = np.array([np.nan if r.get("value") is None else r["value"] for r in records], dtype=np.float64)
+    (low,), (high,) = shared_intervals(row[None], interval_seed(seed, track))
     mean = float(np.mean(values)) if values else None
     passes = [r.get("forward_passes", 0) for r in records]
     return {
         "mean": mean,
-        "ci_low": low if values else None,
-        "ci_high": high if values else None,
+        "ci_low": float(low) if values else None,
+        "ci_high": float(high) if values else None,
         "n": len(values),
         "n_na": sum(reasons.values()),
         "na_reasons": dict(reasons.most_common(5)),

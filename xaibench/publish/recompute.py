@@ -17,9 +17,13 @@ Rules (docs/submitting.md):
   value's size (at least 1);
 - ``na_reasons`` counts add up to ``n_na`` (the runner keeps the :data:`NA_REASONS_KEPT`
   commonest reasons, so with that many they may add up to less);
-- with the run ``seed`` recorded, ``[ci_low, ci_high]`` is the seeded bootstrap the runner draws
-  (:func:`xaibench.stats.bootstrap_ci`, seed ``derive_seed(seed, "bootstrap",
-  "TRACK/EXPLAINER/METRIC")``), within the same tolerance; without a seed, the interval
+- with the run ``seed`` recorded, ``[ci_low, ci_high]`` is the seeded bootstrap the runner draws,
+  within the same tolerance: in a file whose ``intervals`` is ``shared-resample/1``
+  (:data:`xaibench.stats.INTERVAL_RULE`, written since issue 28), the track's shared resample
+  (:func:`xaibench.stats.shared_intervals` over the per-sample values in their order, n/a
+  included, seed :func:`xaibench.stats.interval_seed` of the run seed and the track); in a file
+  without it (written earlier), :func:`xaibench.stats.bootstrap_ci` of the values, seed
+  ``derive_seed(seed, "bootstrap", "TRACK/EXPLAINER/METRIC")``. Without a seed, the interval
   contains the mean and lies between the smallest and the largest value (as every percentile
   bootstrap interval of a mean does).
 """
@@ -33,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from xaibench.seeds import derive_seed
-from xaibench.stats import bootstrap_ci
+from xaibench.stats import INTERVAL_RULE, bootstrap_ci, interval_seed, shared_intervals
 
 MAX_MAGNITUDE = 1e100
 """Largest size of a number in a metric summary or a per-sample value."""
@@ -65,12 +69,15 @@ def _pair(a: float, b: float) -> tuple[str, str]:
     return (_num(a), _num(b)) if short else (repr(float(a)), repr(float(b)))
 
 
-def summary_errors(where: str, label: str, m: Mapping[str, Any], seed: Any) -> Iterator[tuple[str, str]]:
+def summary_errors(
+    where: str, label: str, m: Mapping[str, Any], seed: Any, *, rule: Any = None, track: str = ""
+) -> Iterator[tuple[str, str]]:
     """``(key, message)`` of every summary number of metric block ``m`` that is not finite, too
     large, or differs from what its per-sample values give. ``where`` names the track, the metric
     and the explainer (``"track shapes, metric iou, explainer gradient"``), ``label`` is the
-    runner's bootstrap label (``"shapes/gradient/iou"``), ``seed`` the file's run seed; ``key`` is
-    the block's key the finding is about (``samples/<id>`` for one value)."""
+    runner's bootstrap label (``"shapes/gradient/iou"``), ``seed`` the file's run seed, ``rule``
+    its ``intervals`` (see the module doc) and ``track`` the track's name; ``key`` is the block's
+    key the finding is about (``samples/<id>`` for one value)."""
     bad = False
     for key in ("mean", "ci_low", "ci_high"):
         why = bad_number(m.get(key))
@@ -109,7 +116,12 @@ def summary_errors(where: str, label: str, m: Mapping[str, Any], seed: Any) -> I
     if not low - tol <= recomputed <= high + tol:
         return  # the caller reports an interval that does not contain the mean
     if isinstance(seed, int) and not isinstance(seed, bool):
-        want = bootstrap_ci(values, derive_seed(seed, "bootstrap", label))
+        if rule == INTERVAL_RULE:
+            row = np.array([_value_or_nan(v) for v in samples.values()], dtype=np.float64)
+            (lo,), (hi,) = shared_intervals(row[None], interval_seed(seed, track))
+            want = (float(lo), float(hi))
+        else:
+            want = bootstrap_ci(values, derive_seed(seed, "bootstrap", label))
         if abs(low - want[0]) > tol or abs(high - want[1]) > tol:
             (low_s, want_low), (high_s, want_high) = _pair(low, want[0]), _pair(high, want[1])
             yield (
@@ -123,6 +135,10 @@ def summary_errors(where: str, label: str, m: Mapping[str, Any], seed: Any) -> I
             f"{where}: interval [{_num(low)}, {_num(high)}] reaches beyond its per-sample values "
             f"[{_num(min(values))}, {_num(max(values))}]",
         )
+
+
+def _value_or_nan(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
 
 
 def _na_reason_errors(where: str, m: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

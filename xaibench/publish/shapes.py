@@ -154,6 +154,7 @@ class RunInfo(TypedDict, total=False):
     torch_threads: int
     suite: str | None
     seed: int | None
+    intervals: str  # the interval rule (xaibench.stats.INTERVAL_RULE); absent before issue 28
     limit: int | None
     started: str
     plugins: list[PluginVersion]
@@ -233,6 +234,7 @@ class SubmissionData(TypedDict):
     run: NotRequired[SubmittedRun]
     plugins: NotRequired[list[PluginVersion]]
     seed: NotRequired[int | None]
+    intervals: NotRequired[str]  # the interval rule (xaibench.stats.INTERVAL_RULE); absent: the earlier one
     suite: NotRequired[str | None]
     tracks: dict[str, TrackResults]
     verification: NotRequired[Verification]

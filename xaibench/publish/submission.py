@@ -114,6 +114,7 @@ def build_submission(
         ),
         "plugins": run.get("plugins", []),
         "seed": run.get("seed"),
+        **({"intervals": run["intervals"]} if "intervals" in run else {}),
         "suite": run.get("suite"),
         "tracks": tracks,
     }

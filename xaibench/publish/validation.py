@@ -280,7 +280,7 @@ def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iter
             yield from _metric_errors(ptr, view, n_samples, field)
             where = f"track {track_name}, metric {metric_id}, explainer {name}"
             label = f"{track_name}/{name}/{metric_id}"
-            for key, message in summary_errors(where, label, view, seed):
+            for key, message in summary_errors(where, label, view, seed, rule=data.get("intervals"), track=track_name):
                 sample = key.removeprefix("samples/")
                 if sample == key:
                     yield f"{ptr}/{key}", message

@@ -47,7 +47,7 @@ from xaibench.runner.records import (
 from xaibench.runner.store import RecordStore, WorkdirLock
 from xaibench.runner.track import TrackContext, load_track
 from xaibench.runner.workers import make_executor
-from xaibench.stats import summarise
+from xaibench.stats import INTERVAL_RULE, summarise
 from xaibench.suites.metric_selection import check_selectors, resolve_metrics, track_has_masks
 from xaibench.version import __version__
 
@@ -306,6 +306,7 @@ class Runner:
                 **self.environment,
                 "suite": config.suite,
                 "seed": config.seed,
+                "intervals": INTERVAL_RULE,
                 "limit": config.limit,
                 "batch_size": config.forward_batch,
                 "started": started.isoformat(timespec="seconds"),
@@ -469,7 +470,7 @@ class Runner:
 
     def summarise(self, state: ExplainerRun) -> dict[str, Any]:
         """The explainer's block of the run summary: provenance, explanation counts, metric summaries."""
-        track, explainer, seed = state.track, state.explainer, self.config.seed
+        track, seed = state.track, self.config.seed
         metric_summaries: dict[str, Any] = {}
         for metric in state.metrics:
             keys = (state.records.key(metric, s.id) for s in track.samples)
@@ -477,7 +478,7 @@ class Runner:
             metric_summaries[metric.name] = {
                 **metric_block(metric),
                 "ranking": metric.ranking,
-                **summarise(records, seed=seed, label=f"{track.spec.name}/{explainer.name}/{metric.name}"),
+                **summarise(records, seed=seed, track=track.spec.name),
                 **distribution_summary(records),
             }
         explanations = state.explanations

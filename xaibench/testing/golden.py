@@ -248,16 +248,21 @@ def write_golden(path: Path, seeds: tuple[int, ...] = (0, 1)) -> dict[str, Any]:
 
 RANK_FIELDS = ("rank", "status", "flags")
 """What a change of the ranking rule alone may change in a row (and a ``rank:`` row's value, a mean rank)."""
+INTERVAL_FIELDS = ("ci_low", "ci_high")
+"""What a change of the interval rule alone may change in a row (``--intervals``)."""
 
 
-def rerank_golden(path: Path, boards: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Difference]]:
+def rerank_golden(
+    path: Path, boards: Mapping[str, Mapping[str, Any]], fields: tuple[str, ...] = RANK_FIELDS
+) -> dict[str, list[Difference]]:
     """Take a deliberate change of the ranking rule into the golden file at ``path``: for each seed
     (``boards``: seed -> a leaderboard of that seed's default-suite run, the machine's best
     kernels), the ranks, statuses and flags of its rows, and the values of its ``rank:`` rows,
     where they differ. The other fields must match within each row's ``rtol`` (else
     ``RuntimeError``: that is not a ranking change), and the tolerances measured across kernels
     are kept. Returns seed -> the changed fields (expected: the former value). Cheaper than
-    :func:`write_golden` (one run per seed, not one per seed and kernel)."""
+    :func:`write_golden` (one run per seed, not one per seed and kernel). ``fields``:
+    :data:`INTERVAL_FIELDS` takes a change of the interval rule instead (the interval bounds only)."""
     from xaibench.files import write_text_atomic
 
     golden = json.loads(path.read_text(encoding="utf-8"))
@@ -265,9 +270,10 @@ def rerank_golden(path: Path, boards: Mapping[str, Mapping[str, Any]]) -> dict[s
     for seed, board in boards.items():
         rows, got = golden[seed], leaderboard_rows(board)
         diffs = compare_rows(rows, got)
-        other = [d for d in diffs if not (d.field in RANK_FIELDS or (d.field == "value" and "/rank:" in d.key))]
+        ranks = fields == RANK_FIELDS
+        other = [d for d in diffs if not (d.field in fields or (ranks and d.field == "value" and "/rank:" in d.key))]
         if other:
-            raise RuntimeError(f"seed {seed}: {len(other)} changes beyond ranks, e.g. {other[:3]}")
+            raise RuntimeError(f"seed {seed}: {len(other)} changes beyond {', '.join(fields)}, e.g. {other[:3]}")
         for d in diffs:
             rows[d.key][d.field] = d.got
         changed[seed] = diffs
@@ -275,12 +281,14 @@ def rerank_golden(path: Path, boards: Mapping[str, Mapping[str, Any]]) -> dict[s
     return changed
 
 
-def _rerank_main(path: Path, seeds: tuple[int, ...] = (0, 1)) -> None:  # pragma: no cover - deliberate
+def _rerank_main(
+    path: Path, seeds: tuple[int, ...] = (0, 1), fields: tuple[str, ...] = RANK_FIELDS
+) -> None:  # pragma: no cover - deliberate
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         boards = {str(seed): run_default_suite(Path(tmp) / str(seed), seed) for seed in seeds}
-    for seed, diffs in rerank_golden(path, boards).items():
+    for seed, diffs in rerank_golden(path, boards, fields).items():
         for d in diffs:
             print(f"seed {seed} {d.key} {d.field}: {d.expected} -> {d.got}")
 
@@ -288,8 +296,12 @@ def _rerank_main(path: Path, seeds: tuple[int, ...] = (0, 1)) -> None:  # pragma
 if __name__ == "__main__":  # pragma: no cover - regenerating the golden file is deliberate
     # python -m xaibench.testing.golden [FILE]: measure everything again (six runs);
     # python -m xaibench.testing.golden --ranks [FILE]: a ranking rule changed (one run per seed)
+    # python -m xaibench.testing.golden --intervals [FILE]: the interval rule changed (likewise)
     args = sys.argv[1:]
-    ranks = "--ranks" in args
-    args = [a for a in args if a != "--ranks"]
+    ranks, intervals = "--ranks" in args, "--intervals" in args
+    args = [a for a in args if a not in ("--ranks", "--intervals")]
     target = Path(args[0]) if args else Path("tests/golden/default-suite.json")
-    _rerank_main(target) if ranks else write_golden(target)
+    if ranks or intervals:
+        _rerank_main(target, fields=INTERVAL_FIELDS if intervals else RANK_FIELDS)
+    else:
+        write_golden(target)

@@ -42,7 +42,7 @@ from xaibench.runner.cache import digest
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.records import KEY_VERSION, RECORD_SCHEMA
 from xaibench.runner.store import RecordStore
-from xaibench.stats import summarise
+from xaibench.stats import INTERVAL_RULE, summarise
 
 BUILTIN_METRICS: tuple[tuple[str, str, str, bool], ...] = (
     # (id, family, direction, ranking) of built-in metrics, the ranking ones first
@@ -353,7 +353,7 @@ class ScaleData:
                 metrics[m.id] = {
                     **self.metric_block(m),
                     "ranking": m.ranking,
-                    **summarise(records, seed=self.spec.seed, label=f"{t}/{name}/{m.id}"),
+                    **summarise(records, seed=self.spec.seed, track=t),
                     **distribution_summary(records),
                 }
             tracks[t] = {
@@ -376,6 +376,7 @@ class ScaleData:
             "torch_threads": 1,
             "suite": "scale",
             "seed": self.spec.seed,
+            "intervals": INTERVAL_RULE,
             "limit": self.spec.samples,
             "started": "2026-01-01T00:00:00+00:00",
             "batch_size": 16,
