@@ -17,8 +17,8 @@ import shutil
 import signal
 import socket
 import sys
-import threading
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
