@@ -58,7 +58,7 @@ def run_summary(tracks: int, metrics: int, samples: int) -> dict[str, Any]:
                 {"sample_id": i, "value": None, "na_reason": "empty mask"} if skip else {"sample_id": i, "value": v}
                 for i, v, skip in zip(ids, values.tolist(), na.tolist(), strict=True)
             ]
-            s = summarise(records, seed=SEED, label=f"{track}/{EXPLAINER}/{metric}")
+            s = summarise(records, seed=SEED, track=track)
             hist = histogram([v for v, skip in zip(values.tolist(), na.tolist(), strict=True) if not skip])
             summaries[metric] = {
                 "id": metric,

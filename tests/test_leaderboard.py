@@ -64,9 +64,10 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_mean() -> None:
     assert low < float(np.mean(values)) < high
     assert bootstrap_ci([0.25], seed=0) == (0.25, 0.25)
     records = [{"value": 1.0, "sample_id": "a"}, {"value": None, "na_reason": "empty mask", "sample_id": "b"}]
-    s = summarise(records, seed=0, label="x")
+    s = summarise(records, seed=0, track="x")
     assert (s["mean"], s["n"], s["n_na"], s["na_reasons"]) == (1.0, 1, 1, {"empty mask": 1})
     assert s["samples"] == {"a": 1.0, "b": None}
+    assert (s["ci_low"], s["ci_high"]) == (1.0, 1.0)  # one value: every resample that draws it gives it
 
 
 def test_submitted_strings_are_inert_in_markdown_and_the_terminal() -> None:

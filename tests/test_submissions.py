@@ -20,7 +20,7 @@ from xaibench.plugins import manager
 from xaibench.publish.board import build_leaderboard
 from xaibench.publish.submission import load_submission, load_submissions
 from xaibench.publish.submission_files import compact_track, decode_values, encode_values, per_sample
-from xaibench.publish.validation import submission_schema, validate_file, validate_text
+from xaibench.publish.validation import pointer, schema_errors, submission_schema, validate_file, validate_text
 from xaibench.runner.distributions import histogram, mean_curve
 from xaibench.site import build_site
 
@@ -113,6 +113,34 @@ def test_samples_sanity_family_and_verification_are_in_the_schema_and_checked(va
     [issue] = validate_text(_text(data), "alpha.json")
     assert issue.pointer == "/tracks/synth-a/metrics/iou/samples"
     assert issue.message == "samples has 9 values and 1 null but n = 10, n_na = 0"
+
+
+def test_arrays_of_plain_values_are_checked_as_jsonschema_checks_them(valid: dict[str, Any]) -> None:
+    """schema_errors checks arrays of plain values (sample ids, histogram bins, curve points) in one
+    loop and hands an array with a bad item to jsonschema's own ``items``: the same findings as
+    stock jsonschema, for good and bad items alike."""
+    stock_cls = jsonschema.validators.validator_for(submission_schema())
+    stock = stock_cls(submission_schema(), format_checker=stock_cls.FORMAT_CHECKER)
+
+    def findings(data: dict[str, Any]) -> tuple[list[str], list[str]]:
+        ours = sorted(f"{ptr} {msg}" for ptr, msg in schema_errors(data))
+        theirs = sorted(f"{pointer(e.absolute_path)} {e.message}" for e in stock.iter_errors(data))
+        return ours, theirs
+
+    metric = next(m for m in valid["tracks"]["synth-a"]["metrics"].values() if "histogram" in m and "curve" in m)
+    assert findings(valid)[0] == [] and findings(valid)[1] == []
+    metric["histogram"]["counts"][0] = -1  # below the minimum
+    metric["histogram"]["counts"][1] = 1.5  # not an integer
+    metric["histogram"]["edges"][2] = True  # a boolean is not a number
+    metric["curve"]["mean"][3] = "0.5"
+    metric["curve"]["fraction"][0] = None
+    ours, theirs = findings(valid)
+    assert len(ours) == len(theirs) == 5
+    assert [o.split(" ", 1)[0] for o in ours] == [t.split(" ", 1)[0] for t in theirs]  # the same places
+    metric["histogram"]["counts"][:2] = [2.0, 0]  # 2.0 is an integer in JSON Schema
+    metric["histogram"]["edges"][2] = 0.5
+    metric["curve"]["mean"][3], metric["curve"]["fraction"][0] = 0.5, 0.0
+    assert findings(valid) == ([], [])
 
 
 def test_json_syntax_error_gives_line_and_column() -> None:

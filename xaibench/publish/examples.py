@@ -1,7 +1,7 @@
 """Example overlays for submissions: the first few explanations of each track, as people see them.
 
 The runner hands over, per track and explainer, the explanations of the first
-:data:`~xaibench.runner.examples.EXAMPLES_PER_TRACK` samples (:class:`~xaibench.runner.examples.ExampleSet`);
+:data:`~xaibench.runner.config.EXAMPLES_PER_TRACK` samples (:class:`~xaibench.runner.examples.ExampleSet`);
 ``xaibench run`` then stores their canonical overlays (:func:`xaibench.pasta.render.render_overlay`)
 as PNG files next to the submissions::
 

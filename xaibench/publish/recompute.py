@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from xaibench.publish.sample_values import SampleValues
 from xaibench.seeds import derive_seed
 from xaibench.stats import INTERVAL_RULE, bootstrap_ci, interval_seed, shared_intervals
 
@@ -85,25 +86,31 @@ def summary_errors(
             bad = True
             yield key, f"{where}: {key} {why}"
     samples = m.get("samples")
-    if not isinstance(samples, dict):
+    if isinstance(samples, SampleValues):  # a /2 file's values, already checked finite and in bounds
+        row = samples.array
+        values: Any = row[~np.isnan(row)]
+    elif isinstance(samples, dict):
+        values = []
+        for sample_id, value in samples.items():
+            why = bad_number(value)
+            if why is not None:
+                yield f"samples/{sample_id}", f"{where}: per-sample value of {sample_id!r} {why}"
+                return
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                values.append(float(value))
+        row = np.array([_value_or_nan(v) for v in samples.values()], dtype=np.float64)
+    else:
         return
-    values: list[float] = []
-    for sample_id, value in samples.items():
-        why = bad_number(value)
-        if why is not None:
-            yield f"samples/{sample_id}", f"{where}: per-sample value of {sample_id!r} {why}"
-            return
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            values.append(float(value))
     yield from _na_reason_errors(where, m)
     if bad or len(values) != m.get("n"):
         return  # the count mismatch is reported by the caller
-    if not values:
+    if len(values) == 0:
         for key in ("ci_low", "ci_high"):
             if m.get(key) is not None:
                 yield key, f"{where}: {key} is set but there is no per-sample value"
         return
-    scale = max(1.0, max(abs(v) for v in values))
+    smallest, largest = float(np.min(values)), float(np.max(values))
+    scale = max(1.0, abs(smallest), abs(largest))
     tol = RELATIVE_TOLERANCE * scale
     mean, recomputed = m.get("mean"), float(np.mean(values))
     if isinstance(mean, int | float) and abs(mean - recomputed) > tol:
@@ -117,7 +124,6 @@ def summary_errors(
         return  # the caller reports an interval that does not contain the mean
     if isinstance(seed, int) and not isinstance(seed, bool):
         if rule == INTERVAL_RULE:
-            row = np.array([_value_or_nan(v) for v in samples.values()], dtype=np.float64)
             (lo,), (hi,) = shared_intervals(row[None], interval_seed(seed, track))
             want = (float(lo), float(hi))
         else:
@@ -129,11 +135,11 @@ def summary_errors(
                 f"{where}: interval [{low_s}, {high_s}] but the seeded bootstrap of its {len(values)} "
                 f"per-sample values (seed {seed}) gives [{want_low}, {want_high}]",
             )
-    elif low < min(values) - tol or high > max(values) + tol:
+    elif low < smallest - tol or high > largest + tol:
         yield (
             "ci_low",
             f"{where}: interval [{_num(low)}, {_num(high)}] reaches beyond its per-sample values "
-            f"[{_num(min(values))}, {_num(max(values))}]",
+            f"[{_num(smallest)}, {_num(largest)}]",
         )
 
 

@@ -19,12 +19,11 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
-from xaibench.publish.examples import write_examples
 from xaibench.publish.shapes import (
     Disclosure,
     Example,
@@ -44,7 +43,9 @@ from xaibench.publish.submission_files import (
     read_bytes,
     submission_text,
 )
-from xaibench.runner.run import RunResult
+
+if TYPE_CHECKING:  # the runner imports torch; reading and ranking submissions needs neither
+    from xaibench.runner.run import RunResult
 
 SUBMISSION_SCHEMA = SCHEMA_V2
 """The format this version writes; :data:`SUPPORTED_SCHEMAS` are those it reads."""
@@ -130,6 +131,8 @@ def submission_name(registry: Registry, name: str, block: Mapping[str, Any]) -> 
 def write_run(result: RunResult, registry: Registry, folder: Path) -> list[Path]:
     """Publish one run into ``folder``: the example overlays, then one submission per explainer."""
     summary = cast(RunSummary, result.summary)
+    from xaibench.publish.examples import write_examples  # the overlays' renderer imports torch
+
     return write_submissions(summary, registry, folder, examples=write_examples(result.examples, folder))
 
 

@@ -23,7 +23,11 @@ from typing import Any
 
 from xaibench.api import TrackSpec
 from xaibench.errors import XaibenchError
-from xaibench.runner.examples import EXAMPLES_PER_TRACK
+
+EXAMPLES_PER_TRACK = 4
+"""Example explanations per track and explainer kept for the submissions (``--examples``). Here,
+not in :mod:`xaibench.runner.examples`, so that reading a configuration (and publishing, which
+imports it) does not import the executors and torch."""
 
 __all__ = [
     "ADHOC_SUITE",

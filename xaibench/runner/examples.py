@@ -15,11 +15,11 @@ import numpy as np
 
 from xaibench.api import Explainer
 from xaibench.runner.cache import ExplanationCache
+from xaibench.runner.config import EXAMPLES_PER_TRACK
 from xaibench.runner.executors import Executor
 from xaibench.runner.explain import explain_track
 from xaibench.runner.track import TrackContext
 
-EXAMPLES_PER_TRACK = 4
 # Explanation kinds that have a canonical rendering (an overlay or a sentence).
 RENDERED_KINDS = ("saliency", "concept")
 

@@ -101,7 +101,11 @@ def publish_board_folder(
     check_board_dir(board_dir)
     if site is not None and inside is None:
         check_site_dir(site)
-    contents = site_contents(submissions_dir, board=board, registry=registry, validate=False, paper_dir=paper_dir)
+    contents = (  # the site's pages are built only where a site is written (about half a build's time)
+        site_contents(submissions_dir, board=board, registry=registry, validate=False, paper_dir=paper_dir)
+        if site is not None
+        else None
+    )
     target = _absolute(board_dir)  # a symlinked folder: replace what it points to, keep the link
     remove_stale_siblings(target)
     staging = make_staging_dir(target)
@@ -111,14 +115,14 @@ def publish_board_folder(
                 (staging / name).write_text(text, encoding="utf-8")
             except OSError as exc:  # e.g. a full disk: name the file the user asked for
                 raise named(exc, board_dir / name) from None
-        if site is not None and inside is not None:
+        if contents is not None and inside is not None:
             fill_site(staging / inside, *contents)
         replace_folder(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     written = BoardFolder(files=[board_dir / name for name in LEADERBOARD_FILES])
-    if site is not None:
+    if site is not None and contents is not None:
         pages = write_site(site, *contents) if inside is None else [site / p for p in sorted(contents[0])]
         written.site_dir, written.pages = site, pages
     return written
