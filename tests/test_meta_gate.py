@@ -68,6 +68,10 @@ def test_an_invalid_metric_is_shown_but_not_ranked_only_with_a_matching_meta_jso
     cards = (board / "site" / "metrics.html").read_text()  # the metrics page: xaibench meta's report cards
     assert 'id="card-shapes-map_blind"' in cards and "graded-oracle ladder" in cards and "<svg" in cards
     assert 'href="metrics.html#card-shapes-iou"' in (board / "site" / "index.html").read_text()
+    # without a site the files' bytes are dropped once parsed; their digests still match meta.json
+    bare = tmp_path / "bare"
+    shown = _build(["--submissions", subs, "--out", bare, "--no-site"], capsys)
+    assert "applied: 1 metric(s) not ranked as invalid" in shown and _rows(bare) == rows
 
     # a changed submission: the verdicts are not these submissions' any more
     path = subs / "random.json"

@@ -432,7 +432,7 @@ def publish_leaderboard(
     from xaibench.site.board_folder import publish_board_folder
 
     require_valid(submission_files([submissions]))
-    board = build_leaderboard(submissions, meta)
+    board = build_leaderboard(submissions, meta, keep_bytes=with_site)  # the site copies the files' bytes
     # the leaderboard files and the site land together: one staging folder swapped in whole
     written = publish_board_folder(board, submissions, board_dir, site_dir, with_site=with_site, registry=registry)
     published = Published(board=board, files=list(written.files))

@@ -78,11 +78,12 @@ def meta_file(submissions_dir: Path) -> Path:
     return submissions_dir.parent / "meta" / "meta.json"
 
 
-def build_leaderboard(submissions_dir: Path, meta: Path | None = None) -> Leaderboard:
+def build_leaderboard(submissions_dir: Path, meta: Path | None = None, *, keep_bytes: bool = True) -> Leaderboard:
     """Rank the submission files of a folder (duplicates: an error, or superseded by date),
     gated by the ``meta.json`` of ``xaibench meta`` (``meta``, default :func:`meta_file`) when
-    it matches them (:mod:`xaibench.publish.gate`)."""
-    subs = read_submissions(submissions_dir)
+    it matches them (:mod:`xaibench.publish.gate`). ``keep_bytes=False``: the files' bytes are
+    not kept (a build without a site; :func:`~xaibench.publish.submission.read_submissions`)."""
+    subs = read_submissions(submissions_dir, keep_bytes=keep_bytes)
     return build_board(subs, gate=read_gate(meta or meta_file(submissions_dir), subs))
 
 

@@ -10,14 +10,13 @@ not match is ignored, with one line that says why; without one nothing changes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xaibench.publish.submission_files import Submission, read_bytes
+from xaibench.publish.submission_files import Submission
 
 META_SCHEMA = "xaibench.meta/1"
 
@@ -45,8 +44,7 @@ def invalid_status(card: dict[str, Any]) -> str:
 
 
 def _digest(sub: Submission) -> str:
-    raw = sub.raw if sub.raw is not None else read_bytes(sub.path)
-    return hashlib.sha256(raw).hexdigest()
+    return sub.bytes_sha256()
 
 
 def read_gate(path: Path | None, submissions: Sequence[Submission]) -> Gate:

@@ -15,6 +15,7 @@ The disclosure is never silently lost: rewriting a submission keeps the submitte
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ from xaibench.publish.submission_files import (
     SCHEMA_V2,
     Submission,
     compact_track,
+    forget,
     keep_only,
     read_bytes,
     submission_text,
@@ -205,13 +207,21 @@ def read_submission(path: Path) -> Submission:
     return Submission(path, data, raw)
 
 
-def read_submissions(folder: Path) -> list[Submission]:
+def read_submissions(folder: Path, *, keep_bytes: bool = True) -> list[Submission]:
     """Every ``*.json`` of ``folder`` (sorted by name), read and checked; each file is opened
-    once per build (:mod:`xaibench.publish.submission_files`)."""
+    once per build (:mod:`xaibench.publish.submission_files`). ``keep_bytes=False`` (a build
+    that writes no site): each file's bytes are dropped once parsed, their sha256 kept
+    (:attr:`Submission.sha256`), about 8 MB less per large file."""
     if not folder.is_dir():
         raise XaibenchError(f"{folder}: no such submissions folder")
     paths = sorted(folder.glob("*.json"))
-    subs = [read_submission(p) for p in paths]
+    subs = []
+    for p in paths:
+        sub = read_submission(p)
+        if not keep_bytes and sub.raw is not None:
+            sub = Submission(sub.path, sub.data, None, hashlib.sha256(sub.raw).hexdigest())
+            forget(p)
+        subs.append(sub)
     keep_only(paths)
     return subs
 

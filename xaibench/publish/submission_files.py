@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import math
 import os
 import threading
@@ -37,7 +38,16 @@ class Submission:
     path: Path
     data: SubmissionData
     raw: bytes | None = field(default=None, repr=False, compare=False)
-    """The file's bytes as read (the site copies and hashes them); None for a submission made in memory."""
+    """The file's bytes as read (the site copies and hashes them); None for a submission made in
+    memory, or read by a build that writes no site (then :attr:`sha256` keeps their digest)."""
+    sha256: str | None = field(default=None, repr=False, compare=False)
+    """The sha256 of the bytes read, where they were not kept (see :meth:`bytes_sha256`)."""
+
+    def bytes_sha256(self) -> str:
+        """The sha256 (hex) of the file's bytes as read: kept, or from the bytes kept, or read now."""
+        if self.sha256 is not None:
+            return self.sha256
+        return hashlib.sha256(self.raw if self.raw is not None else read_bytes(self.path)).hexdigest()
 
     @property
     def key(self) -> str:
@@ -95,6 +105,12 @@ def keep_only(paths: list[Path]) -> None:
     with _lock:
         for key in [k for k in _kept if k not in wanted]:
             del _kept[key]
+
+
+def forget(path: Path) -> None:
+    """Forget the bytes read of ``path`` (a build that keeps no bytes: about 8 MB a large file)."""
+    with _lock:
+        _kept.pop(path.absolute(), None)
 
 
 def submission_text(raw: bytes) -> str:
