@@ -84,7 +84,7 @@ def test_a_jsonl_workdir_reads_then_converts_to_equal_records_once(work: Path, c
     assert out.strip() == f"{work}: 24 records of 1 tracks moved into 1 part files; 0 were in part files already"
     [part] = part_files(journal)
     assert journal.stat().st_size == 0 and pq.read_metadata(part).num_rows == 24
-    blocks = json.loads(pq.read_schema(part).metadata[b"xaibench.provenance"])
+    blocks = columnar.read_part(part.read_bytes())[1]
     assert len(blocks) == 6  # provenance once per (explainer, metric)
     assert RecordStore(journal).records == before
     pd.testing.assert_frame_equal(records(work), frame_before)
@@ -191,10 +191,30 @@ def test_provenance_is_stored_once_per_block_and_rows_are_small(tmp_path: Path) 
     jsonl_bytes = journal.stat().st_size
     part = store.compact()
     assert part is not None
-    assert len(json.loads(pq.read_schema(part).metadata[b"xaibench.provenance"])) == 6
+    assert len(columnar.read_part(part.read_bytes())[1]) == 6
+    footer = pq.read_metadata(part).metadata
+    assert footer[b"xaibench.schema"] == b"xaibench.records-part/2" and b"xaibench.provenance" not in footer
     assert part.stat().st_size < jsonl_bytes / 4, (part.stat().st_size, jsonl_bytes)
     assert RecordStore(journal).records == {r["key"]: r for r in recs}
     assert RecordStore(journal).get([recs[7]["key"], "nope", recs[0]["key"]]) == [recs[7], recs[0]]
+
+
+def test_a_part_of_the_first_format_is_still_read(tmp_path: Path) -> None:
+    """``xaibench.records-part/1`` kept the provenance blocks as plain JSON in the Arrow schema's
+    metadata; such a part reads back the same records as the ``/2`` part of the same rows."""
+    recs = [_rec(i, explainer=e) for i, e in enumerate("abab")]
+    table, blocks = columnar.encode(recs)
+    old = table.replace_schema_metadata(
+        {b"xaibench.schema": b"xaibench.records-part/1", b"xaibench.provenance": columnar.canonical(blocks).encode()}
+    )
+    pq.write_table(old, tmp_path / "old.parquet", compression="zstd")
+    for raw in ((tmp_path / "old.parquet").read_bytes(), columnar.part_bytes(table, blocks)):
+        got, got_blocks = columnar.read_part(raw)
+        assert got_blocks == blocks and columnar.decode(got, got_blocks) == recs
+    unknown = table.replace_schema_metadata({b"xaibench.schema": b"xaibench.records-part/9"})
+    pq.write_table(unknown, tmp_path / "new.parquet")
+    with pytest.raises(ValueError, match="not a records part"):
+        columnar.read_part((tmp_path / "new.parquet").read_bytes())
 
 
 def test_odd_records_survive_the_columns(tmp_path: Path) -> None:
