@@ -89,3 +89,29 @@ def forward_only_time(model: Model, inputs: Any, count: int, batch_size: int, de
     counter = ForwardCounter(model.module, batch_size=batch_size, device=device)
     seconds, _ = timed(lambda: counter(images), device)
     return seconds
+
+
+def quantus_seconds(
+    metric: Any,
+    model: Model,
+    inputs: Any,
+    targets: np.ndarray,
+    saliency: np.ndarray,
+    device: str = "cpu",
+    **kwargs: Any,
+) -> float:
+    """Wall seconds of one call of a Quantus metric on the bench's inputs and maps (``kwargs``: the
+    rest of its call, e.g. ``softmax``, ``batch_size``, ``explain_func``), the device synchronised."""
+    seconds, _ = timed(
+        lambda: metric(
+            model=model.module,
+            x_batch=inputs.cpu().numpy(),
+            y_batch=np.asarray(targets),
+            a_batch=saliency[:, None].astype(np.float32),
+            device=device,
+            channel_first=True,
+            **kwargs,
+        ),
+        device,
+    )
+    return seconds

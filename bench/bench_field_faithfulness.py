@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _faithfulness_common import forward_only_time, load_track, make_batch, timed
+from _faithfulness_common import forward_only_time, load_track, make_batch, quantus_seconds, timed
 
 from xaibench.allocator import tune_allocator
 from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
@@ -124,19 +124,7 @@ def run_quantus(spec, model, inputs, targets, saliency, device: str = "cpu") -> 
     metric = getattr(quantus, cls)(**params, disable_warnings=True, display_progressbar=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        seconds, _ = timed(
-            lambda: metric(
-                model=model.module,
-                x_batch=inputs.cpu().numpy(),
-                y_batch=np.asarray(targets),
-                a_batch=saliency[:, None].astype(np.float32),
-                device=device,
-                softmax=True,
-                channel_first=True,
-                batch_size=batch_size,
-            ),
-            device,
-        )
+        seconds = quantus_seconds(metric, model, inputs, targets, saliency, device, softmax=True, batch_size=batch_size)
     return seconds
 
 

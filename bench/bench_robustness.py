@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _faithfulness_common import load_track, make_batch, timed
+from _faithfulness_common import load_track, make_batch, quantus_seconds, timed
 
 from xaibench.api import Explainer
 from xaibench.metrics.robustness import ROBUSTNESS_METRICS
@@ -123,19 +123,16 @@ def measure(
         if name == "relative_representation_stability":
             kwargs["layer_names"] = [layer]
         metric = getattr(quantus, cls_name)(**kwargs)
-        seconds, _ = timed(
-            lambda: metric(
-                model=model.module,
-                x_batch=inputs.cpu().numpy(),
-                y_batch=np.asarray(targets),
-                a_batch=saliency[:, None].astype(np.float32),
-                explain_func=explain_func,
-                channel_first=True,
-                softmax=False,
-                device=device,
-                batch_size=len(inputs),
-            ),
+        seconds = quantus_seconds(
+            metric,
+            model,
+            inputs,
+            targets,
+            saliency,
             device,
+            explain_func=explain_func,
+            softmax=False,
+            batch_size=len(inputs),
         )
         return seconds
 
