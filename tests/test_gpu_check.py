@@ -15,7 +15,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "gpu_check.sh"
-STEPS = ("default-suite", "explainers", "road", "throughput", "ray")
+STEPS = ("default-suite", "explainers", "road", "field", "throughput", "ray")
 
 
 def run_check(out: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
