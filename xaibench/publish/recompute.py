@@ -87,8 +87,7 @@ def summary_errors(
             yield key, f"{where}: {key} {why}"
     samples = m.get("samples")
     if isinstance(samples, SampleValues):  # a /2 file's values, already checked finite and in bounds
-        row = samples.array
-        values: Any = row[~np.isnan(row)]
+        values: Any = samples.array[~np.isnan(samples.array)]
     elif isinstance(samples, dict):
         values = []
         for sample_id, value in samples.items():
@@ -98,7 +97,6 @@ def summary_errors(
                 return
             if isinstance(value, int | float) and not isinstance(value, bool):
                 values.append(float(value))
-        row = np.array([_value_or_nan(v) for v in samples.values()], dtype=np.float64)
     else:
         return
     yield from _na_reason_errors(where, m)
@@ -123,7 +121,12 @@ def summary_errors(
     if not low - tol <= recomputed <= high + tol:
         return  # the caller reports an interval that does not contain the mean
     if isinstance(seed, int) and not isinstance(seed, bool):
-        if rule == INTERVAL_RULE:
+        if rule == INTERVAL_RULE:  # over every id in order, n/a (NaN) included
+            row = (
+                samples.array
+                if isinstance(samples, SampleValues)
+                else np.array([_value_or_nan(v) for v in samples.values()], dtype=np.float64)
+            )
             (lo,), (hi,) = shared_intervals(row[None], interval_seed(seed, track))
             want = (float(lo), float(hi))
         else:

@@ -132,9 +132,9 @@ def submission_name(registry: Registry, name: str, block: Mapping[str, Any]) -> 
 
 def write_run(result: RunResult, registry: Registry, folder: Path) -> list[Path]:
     """Publish one run into ``folder``: the example overlays, then one submission per explainer."""
-    summary = cast(RunSummary, result.summary)
     from xaibench.publish.examples import write_examples  # the overlays' renderer imports torch
 
+    summary = cast(RunSummary, result.summary)
     return write_submissions(summary, registry, folder, examples=write_examples(result.examples, folder))
 
 

@@ -235,7 +235,6 @@ def _nearest(positions: dict[str, int], ptr: str) -> int:
 
 def schema_errors(data: Any) -> Iterator[tuple[str, str]]:
     """``(pointer, message)`` of every JSON Schema violation (messages start with ``schema:``)."""
-
     validator_cls = _validator_class()
     validator = validator_cls(submission_schema(), format_checker=validator_cls.FORMAT_CHECKER)
     for error in validator.iter_errors(data):

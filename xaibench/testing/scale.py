@@ -37,7 +37,7 @@ import numpy as np
 
 from xaibench.errors import XaibenchError
 from xaibench.publish.submission import write_submissions
-from xaibench.publish.submission_files import per_sample
+from xaibench.publish.submission_files import SCHEMA_V1, per_sample
 from xaibench.runner.cache import digest
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.records import KEY_VERSION, RECORD_SCHEMA
@@ -421,7 +421,7 @@ def as_v1(data: dict[str, Any]) -> dict[str, Any]:
     """The same submission in the ``xaibench.submission/1`` layout (a sample id -> value map per
     metric instead of ``/2``'s ``sample_ids`` and ``values``): what an older xaibench wrote."""
     out = copy.deepcopy(data)
-    out["schema"] = "xaibench.submission/1"
+    out["schema"] = SCHEMA_V1
     for track in out["tracks"].values():
         for block in track["metrics"].values():
             block["samples"] = per_sample(track, block)
