@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "xaibench.stats": 0,
     "xaibench.randomisation": 0,
     "xaibench.allocator": 0,
+    "xaibench.lazyjson": 0,
     "xaibench.api": 1,
     "xaibench.plugins": 2,
     "xaibench.kit": 2,

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from xaibench.errors import XaibenchError
+from xaibench.lazyjson import lazy_objects
 from xaibench.publish.leaderboard import CSV_COLUMNS
 from xaibench.runner import columnar
 from xaibench.runner.store import RecordStore, journals
@@ -188,6 +189,7 @@ _ROW_COLUMNS = (
 """The columns that come from a record's own fields; the others come from its provenance block."""
 _PROVENANCE_COLUMNS = tuple(c for c in RECORD_COLUMNS if c not in _ROW_COLUMNS)
 _NULLABLE_INT = ("target_class", "seed", "torch_threads", "batch_size")
+_UNKNOWN_FILE = Path("?")  # a block no file named (not expected): errors name this
 
 
 def _objects(values: list[Any]) -> np.ndarray:
@@ -264,53 +266,69 @@ def _keys(pd: Any, table: Any, order: np.ndarray) -> Any:
     )
 
 
+class _Columns:
+    """The columns of a table, each handed out once and then dropped from the table, so that its
+    memory goes as soon as the frame's column is built from it (the table is the only holder)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def pop(self, name: str) -> pa.ChunkedArray:
+        column = self.table.column(name)
+        self.table = self.table.drop_columns([name])
+        pa.default_memory_pool().release_unused()  # the columns popped before (gone by now) go back
+        return column
+
+
 def _frame(
     holder: list[Any], blocks: dict[str, dict[str, Any]], files: dict[str, Path], curves: bool = True
 ) -> pd.DataFrame:
     """The records frame of the table of :data:`~xaibench.runner.columnar.SCHEMA` (any order) that
-    ``holder`` holds, sorted. The table is taken out of ``holder`` (no other reference keeps it), so
-    its key column's memory goes once the keys are built."""
+    ``holder`` holds, sorted. The table is taken out of ``holder`` (no other reference keeps it) and
+    its columns are dropped one by one as the frame's are built: the largest, the keys, first."""
     pd = _pandas()
     table = holder.pop()
-    if table.num_rows == 0:
+    n = table.num_rows
+    if n == 0:
         return pd.DataFrame([], columns=list(RECORD_COLUMNS)).astype(dict.fromkeys(_NULLABLE_INT, "Int64"))
     table = table.unify_dictionaries()  # chunks stay as read: each column is combined when it is used
     ids, prov_index = _dictionary_column(table.column("prov"))
     ids = ids[:-1]
-    prov_rows = [_provenance_row(blocks[i], files.get(i, Path("?"))) for i in ids]
+    prov_rows = [_provenance_row(blocks[i], files.get(i, _UNKNOWN_FILE)) for i in ids]
     odd = np.flatnonzero(table.column("rest").is_valid().to_numpy(zero_copy_only=False))
-    # Sorted here, column by column as each is built (no copy of the table); rows that do not fit
-    # the columns are sorted by pandas below.
-    order = _order(table, ids, prov_rows, prov_index) if not len(odd) else np.arange(table.num_rows)
+    odd_records = columnar.decode(table.take(odd), blocks) if len(odd) else []  # rows that do not fit the columns
+    # Sorted here, column by column as each is built (no copy of the table); with odd rows, pandas
+    # sorts the frame below instead.
+    order = _order(table, ids, prov_rows, prov_index) if not len(odd) else np.arange(n)
     prov_index = prov_index[order]
-    data: dict[str, Any] = {}
+    data: dict[str, Any] = {"key": _keys(pd, table, order)}
+    columns = _Columns(table.drop_columns(["key_bin", "key_text", "prov", "rest"]))
+    del table
+    pa.default_memory_pool().release_unused()  # the key bytes' pages go back before the frame grows
     for name in _PROVENANCE_COLUMNS:
         data[name] = _provenance_column(pd, name, [r[name] for r in prov_rows], prov_index)
     for name in ("sample_id", "na_reason", "target_source"):
-        values, index = _dictionary_column(table.column(name))
+        values, index = _dictionary_column(columns.pop(name))
         data[name] = _categorical(pd, values, index[order])
-    data["value"] = table.column("value").to_numpy(zero_copy_only=False).astype("float64")[order]
+    data["value"] = columns.pop("value").to_numpy().astype("float64")[order]
     for name in ("forward_passes", "wall_time_s"):  # a missing cost reads 0, as the runner's summaries count it
-        column = table.column(name).to_numpy(zero_copy_only=False).astype("float64")
+        column = columns.pop(name).to_numpy().astype("float64")
         data[name] = np.nan_to_num(column[order], nan=0.0)
-    target = table.column("target_class").combine_chunks()
+    target = columns.pop("target_class").combine_chunks()
     data["target_class"] = pd.arrays.IntegerArray(
         target.fill_null(0).to_numpy(zero_copy_only=False).astype("int64")[order],
         target.is_null().to_numpy(zero_copy_only=False)[order],
     )
-    data["key"] = _keys(pd, table, order)
-    if not len(odd):  # the largest column, freed before the curves are parsed (odd rows below need it)
-        table = table.drop_columns(["key_bin"])
-    if curves:
-        data["curve"] = _json_column(table.column("curve"))[order]
-    else:
-        data["curve"] = np.full(table.num_rows, None, dtype=object)
-    data["extras"] = _json_column(table.column("extras"))[order]
+    del target
+    curve = columns.pop("curve")
+    data["curve"] = lazy_objects(curve)[order] if curves else np.full(n, None, dtype=object)
+    del curve  # with curves, the cells keep the texts' chunks (and nothing else of the table)
+    data["extras"] = _json_column(columns.pop("extras"))[order]
     frame = pd.DataFrame(data, columns=list(RECORD_COLUMNS), copy=False)  # the arrays are its own
     if not len(odd):
         return frame
-    for i, record in zip(odd, columnar.decode(table.take(odd), blocks), strict=True):
-        row = _record_row(record, files.get(ids[prov_index[i]], Path("?")))
+    for i, record in zip(odd, odd_records, strict=True):
+        row = _record_row(record, files.get(ids[prov_index[i]], _UNKNOWN_FILE))
         for name, value in row.items():
             if name == "curve" and not curves:
                 continue
@@ -342,9 +360,10 @@ def records(workdir: str | Path, *, curves: bool = True) -> pd.DataFrame:
     naming the file. A workdir with no records yet gives an empty frame with the same columns.
     Raises :class:`XaibenchError` for a path that is not a workdir or a malformed record.
 
-    ``curves=False`` leaves the ``curve`` column ``None``: the curves are most of the parsing time
-    and memory of a large store (a deletion curve is 100 numbers, each a Python object once
-    parsed), and analyses of values rarely need them.
+    ``curve`` cells are :class:`~xaibench.lazyjson.LazyJSONObject`: read-only mappings parsed from
+    their JSON text when first read (a deletion curve is 100 numbers, each a Python object once
+    parsed: parsing every curve of a large store at load was most of its time and memory);
+    ``dict(cell)`` is a plain dict. ``curves=False`` leaves the ``curve`` column ``None``.
     """
     _pandas()
     path = Path(workdir).expanduser()

@@ -227,16 +227,34 @@ def hex_keys(table: pa.Table) -> np.ndarray:
     return out
 
 
+_HEX_ROWS = 1 << 16  # keys converted at a time: the temporaries stay a few MB
+
+
+def _hex_digits(nibbles: np.ndarray) -> np.ndarray:
+    """The ASCII hex digits of a uint8 array of values 0..15, in place (arithmetic, no gather)."""
+    nibbles += 48  # "0".."9"; 10..15 then go on to "a".."f"
+    nibbles += (nibbles > 57) * np.uint8(39)
+    return nibbles
+
+
 def hex_key_bytes(table: pa.Table, order: np.ndarray | None = None) -> np.ndarray | None:
     """``(N,)`` ``S64``: every key of a table with :data:`KEY_COLUMNS` (in ``order`` when given) as
-    64 hex digits, computed from ``key_bin`` without a Python object per key; ``None`` when some
-    key is stored as text."""
+    64 hex digits, computed from ``key_bin`` without a Python object per key (each byte's two
+    nibbles as digits, some 65k keys at a time, written into the one output array); ``None`` when
+    some key is stored as text."""
     kb = table.column("key_bin").combine_chunks()
     if kb.null_count:
         return None
     raw = np.frombuffer(kb.buffers()[1], dtype=np.uint8, count=32 * (len(kb) + kb.offset))[32 * kb.offset :]
     raw = raw.reshape(-1, 32)
-    return _HEX_PAIRS[raw if order is None else raw[order]].view("S64").ravel()
+    n = len(raw) if order is None else len(order)
+    out = np.empty((n, 64), dtype=np.uint8)
+    for start in range(0, n, _HEX_ROWS):
+        stop = min(n, start + _HEX_ROWS)
+        rows = raw[start:stop] if order is None else raw[order[start:stop]]
+        out[start:stop, 0::2] = _hex_digits(rows >> 4)
+        out[start:stop, 1::2] = _hex_digits(rows & 15)
+    return out.view("S64").ravel()
 
 
 def key_array(table: pa.Table) -> pa.Array:
