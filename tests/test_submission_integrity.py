@@ -219,3 +219,37 @@ def test_a_file_under_the_shared_resample_rule_is_checked_against_that_rule(alph
     [message] = _messages(shared)
     assert message.startswith("/tracks/synth-a/metrics/iou/ci_high ") and "(seed 0) gives" in message
     assert _messages({**alpha, "intervals": "per-label/0"})[0].startswith("/intervals ")  # an unknown rule
+
+
+def test_a_v2_file_under_the_shared_rule_checks_every_metric_of_a_track_in_one_resample(
+    alpha: dict[str, Any],
+) -> None:
+    """The /2 path computes a track's intervals together (one product for all its metrics of the
+    same length); each is still the block's own interval: a nudge to any one bound is found there."""
+    from xaibench.publish.recompute import track_intervals
+    from xaibench.publish.sample_values import SampleValues
+
+    shared = _shared_rule(alpha)
+    data = _v2(shared)
+    assert _messages(data) == []
+    track = shared["tracks"]["synth-a"]
+    blocks = []
+    for m in track["metrics"].values():
+        ids = list(m["samples"])
+        blocks.append(
+            {"samples": SampleValues(ids, np.array([np.nan if v is None else v for v in m["samples"].values()]))}
+        )
+    blocks.append({"samples": {"s0": 0.5}})  # a /1 map: left to the block's own check
+    blocks.append({"samples": SampleValues(["a", "b", "c"], np.array([0.1, np.nan, 0.7]))})  # another length
+    got = track_intervals(blocks, shared["seed"], "synth-a")
+    assert sorted(got) == [k for k in range(len(blocks)) if k != len(blocks) - 2]
+    for k, m in enumerate(track["metrics"].values()):
+        assert got[k] == pytest.approx((m["ci_low"], m["ci_high"]), abs=1e-12)
+    (lo,), (hi,) = shared_intervals(np.array([[0.1, np.nan, 0.7]]), interval_seed(shared["seed"], "synth-a"))
+    assert got[len(blocks) - 1] == pytest.approx((lo, hi), abs=1e-12)
+    assert track_intervals(blocks, "0", "synth-a") == {} and track_intervals(blocks, True, "synth-a") == {}
+    for metric in data["tracks"]["synth-a"]["metrics"]:
+        nudged = copy.deepcopy(data)
+        nudged["tracks"]["synth-a"]["metrics"][metric]["ci_low"] -= 1e-6
+        [message] = _messages(nudged)
+        assert message.startswith(f"/tracks/synth-a/metrics/{metric}/ci_low ") and "(seed 0) gives" in message

@@ -168,6 +168,25 @@ def test_schema_errors_point_at_the_line_of_the_offending_key(valid: dict[str, A
     assert [i.line for i in issues] == sorted(i.line for i in issues)
 
 
+def test_an_error_in_an_array_of_plain_values_points_at_its_item(valid: dict[str, Any]) -> None:
+    """Arrays of plain scalars are passed in one step while locating keys; a finding in one still
+    points at the line of its own item (found again when needed), in an array on one line too."""
+    data = copy.deepcopy(valid)
+    counts = data["tracks"]["synth-a"]["metrics"]["iou"]["histogram"]["counts"]
+    counts[2] = -7
+    text = _text(data)
+    issue = next(i for i in validate_text(text, "alpha.json") if i.pointer.endswith("/counts/2"))
+    assert issue.line == _line_of(text, "-7")
+    start = text.index("[", text.index('"counts": ['))
+    end = text.index("]", start) + 1
+    flat = text[:start] + json.dumps(counts) + text[end:]
+    assert flat != text and _line_of(flat, "-7") < issue.line  # the array now sits on one line
+    issue = next(i for i in validate_text(flat, "alpha.json") if i.pointer.endswith("/counts/2"))
+    assert (issue.line, issue.column) == (
+        _line_of(flat, "-7"), flat.index("-7") - flat.rindex("\n", 0, flat.index("-7"))
+    )  # fmt: skip
+
+
 def test_a_missing_required_key_points_at_the_object_that_lacks_it(valid: dict[str, Any]) -> None:
     data = copy.deepcopy(valid)
     del data["disclosure"]["tuned_on_benchmark"]

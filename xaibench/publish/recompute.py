@@ -70,15 +70,44 @@ def _pair(a: float, b: float) -> tuple[str, str]:
     return (_num(a), _num(b)) if short else (repr(float(a)), repr(float(b)))
 
 
+def track_intervals(blocks: list[Mapping[str, Any]], seed: Any, track: str) -> dict[int, tuple[float, float]]:
+    """The shared-resample intervals (:data:`INTERVAL_RULE`) of the metric blocks of one track
+    whose ``samples`` are :class:`SampleValues`, by index in ``blocks``: one
+    :func:`~xaibench.stats.shared_intervals` call for all blocks with the same number of ids (the
+    resample depends only on that number and the seed), not one per block. ``{}`` for a seed that
+    is not an integer. Pass each to :func:`summary_errors` as ``interval``."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return {}
+    by_length: dict[int, list[int]] = {}
+    for k, m in enumerate(blocks):
+        samples = m.get("samples")
+        if isinstance(samples, SampleValues):
+            by_length.setdefault(len(samples.array), []).append(k)
+    out: dict[int, tuple[float, float]] = {}
+    for rows in by_length.values():
+        values = np.stack([blocks[k]["samples"].array for k in rows])
+        low, high = shared_intervals(values, interval_seed(seed, track))
+        out.update((k, (float(lo), float(hi))) for k, lo, hi in zip(rows, low, high, strict=True))
+    return out
+
+
 def summary_errors(
-    where: str, label: str, m: Mapping[str, Any], seed: Any, *, rule: Any = None, track: str = ""
+    where: str,
+    label: str,
+    m: Mapping[str, Any],
+    seed: Any,
+    *,
+    rule: Any = None,
+    track: str = "",
+    interval: tuple[float, float] | None = None,
 ) -> Iterator[tuple[str, str]]:
     """``(key, message)`` of every summary number of metric block ``m`` that is not finite, too
     large, or differs from what its per-sample values give. ``where`` names the track, the metric
     and the explainer (``"track shapes, metric iou, explainer gradient"``), ``label`` is the
     runner's bootstrap label (``"shapes/gradient/iou"``), ``seed`` the file's run seed, ``rule``
     its ``intervals`` (see the module doc) and ``track`` the track's name; ``key`` is the block's
-    key the finding is about (``samples/<id>`` for one value)."""
+    key the finding is about (``samples/<id>`` for one value). ``interval``: the block's interval
+    under the shared-resample rule when the caller computed it already (:func:`track_intervals`)."""
     bad = False
     for key in ("mean", "ci_low", "ci_high"):
         why = bad_number(m.get(key))
@@ -121,7 +150,9 @@ def summary_errors(
     if not low - tol <= recomputed <= high + tol:
         return  # the caller reports an interval that does not contain the mean
     if isinstance(seed, int) and not isinstance(seed, bool):
-        if rule == INTERVAL_RULE:  # over every id in order, n/a (NaN) included
+        if rule == INTERVAL_RULE and interval is not None:
+            want = interval
+        elif rule == INTERVAL_RULE:  # over every id in order, n/a (NaN) included
             row = (
                 samples.array
                 if isinstance(samples, SampleValues)

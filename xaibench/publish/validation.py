@@ -39,7 +39,7 @@ from typing import Any, cast
 import numpy as np
 
 from xaibench.errors import XaibenchError
-from xaibench.publish.recompute import MAX_MAGNITUDE, summary_errors
+from xaibench.publish.recompute import MAX_MAGNITUDE, summary_errors, track_intervals
 from xaibench.publish.sample_values import SampleValues
 from xaibench.publish.shapes import Example, JsonObject, MetricSummary, SubmissionData
 from xaibench.publish.submission_files import (
@@ -50,6 +50,7 @@ from xaibench.publish.submission_files import (
     read_bytes,
     submission_text,
 )
+from xaibench.stats import INTERVAL_RULE
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _WS = re.compile(r"[ \t\n\r]*")
@@ -58,7 +59,11 @@ _MAX_MESSAGE = 240
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted (a submission needs about 8); deeper text is
 reported, not parsed, so neither the decoder nor the validators can run out of stack."""
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_PLAIN = r'"[^"\\]*"|-?\d[\d.eE+-]*|true|false|null'
+_PLAIN_ARRAY = re.compile(rf"\[\s*+(?:(?:{_PLAIN})\s*+(?:,\s*+(?:{_PLAIN})\s*+)*+)?+\]")  # possessive: no backtracking
+_PLAIN_ITEM = re.compile(rf"{_PLAIN}|\]")  # in a plain array: its items, then its end
+_SUSPECT_NUMBER = re.compile(r"\d{300}|[eE]\+?\d{3}")  # a number that may be out of a float's range
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a string's plain runs in one step
 _OUT_OF_RANGE = "is out of range (beyond a 64-bit float)"
 
 
@@ -90,13 +95,33 @@ def pointer(parts: Iterable[Any]) -> str:
 
 
 class _Locator:
-    """Offsets of every key (object members) and item (array elements) of a JSON text."""
+    """Offsets of every key (object members) and item (array elements) of a JSON text.
+
+    An array of plain scalars (numbers in range, ``true``, ``false``, ``null``, strings without
+    escapes: histograms, sample ids) is passed in one regular-expression match, its items' offsets
+    found again only when a finding points into it (:meth:`offset`): most of a submission's items
+    are in such arrays."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.positions: dict[str, int] = {"": _WS.match(text, 0).end()}  # type: ignore[union-attr]
+        self.flat: dict[str, int] = {}  # pointer of a plain array -> the offset of its "["
         self.findings: list[tuple[int, str, str]] = []  # offset, pointer, message
         self._value(0, "")
+
+    def offset(self, ptr: str) -> int:
+        """The offset of ``ptr``'s value, or of its nearest enclosing value that has one."""
+        while ptr not in self.positions:
+            parent, _, item = ptr.rpartition("/")
+            if parent in self.flat and item.isdigit():
+                items = _PLAIN_ITEM.finditer(self.text, self.flat[parent] + 1)
+                for k, match in enumerate(items):
+                    if k == int(item) and match.group(0) != "]":
+                        return match.start()
+                    if match.group(0) == "]":
+                        break
+            ptr = parent if "/" in ptr else ""
+        return self.positions[ptr]
 
     def _ws(self, i: int) -> int:
         return _WS.match(self.text, i).end()  # type: ignore[union-attr]
@@ -125,6 +150,10 @@ class _Locator:
                     return i + 1
                 i += 1  # the comma
         if c == "[":
+            plain = _PLAIN_ARRAY.match(text, i)
+            if plain is not None and _SUSPECT_NUMBER.search(text, i, plain.end()) is None:
+                self.flat[ptr] = i
+                return plain.end()
             i = self._ws(i + 1)
             if text[i] == "]":
                 return i + 1
@@ -214,7 +243,7 @@ def _validate(text: str, data: Any, file: str, folder: Path | None, lines: _Line
     locator = _Locator(text)
 
     def issue(ptr: str, message: str, offset: int | None = None) -> Issue:
-        at = offset if offset is not None else _nearest(locator.positions, ptr)
+        at = offset if offset is not None else locator.offset(ptr)
         line, column = lines(at)
         if len(message) > _MAX_MESSAGE:
             message = message[: _MAX_MESSAGE - 3] + "..."
@@ -225,12 +254,6 @@ def _validate(text: str, data: Any, file: str, folder: Path | None, lines: _Line
     if not any(i.message.startswith("schema:") or i.message.endswith(_OUT_OF_RANGE) for i in issues):
         issues += [issue(ptr, msg) for ptr, msg in consistency_errors(data, folder)]
     return sorted(issues, key=lambda i: (i.line, i.column, i.message))
-
-
-def _nearest(positions: dict[str, int], ptr: str) -> int:
-    while ptr not in positions:
-        ptr = ptr.rsplit("/", 1)[0] if "/" in ptr else ""
-    return positions[ptr]
 
 
 def schema_errors(data: Any) -> Iterator[tuple[str, str]]:
@@ -305,24 +328,24 @@ def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iter
     for flag in ("tuned_on_benchmark", "reference_only"):
         if explainer.get(flag) is True and disclosure.get(flag) is False:
             yield f"/disclosure/{flag}", f"the explainer declares {flag} = true, the disclosure says false"
-    name, seed = explainer["name"], data.get("seed")
+    name, seed, rule = explainer["name"], data.get("seed"), data.get("intervals")
     compact = data["schema"] == SCHEMA_V2
     for track_name, track in data["tracks"].items():
         base = pointer(["tracks", track_name])
         n_samples = track["provenance"]["n_samples"]
         yield from _layout_errors(base, track, compact)
-        for metric_id, m in track["metrics"].items():
+        views = [_with_samples(track, m) if compact else (m, None, None) for m in track["metrics"].values()]
+        shared = track_intervals([v[0] for v in views], seed, track_name) if rule == INTERVAL_RULE else {}
+        for k, (metric_id, (view, ids, why)) in enumerate(zip(track["metrics"], views, strict=True)):
             ptr = f"{base}/metrics{pointer([metric_id])}"
-            view, field, ids = m, "samples", None
-            if compact:
-                view, ids, why = _with_samples(track, m)
-                field = "values"
-                if why is not None:
-                    yield f"{ptr}/{why[0]}", why[1]
+            field = "values" if compact else "samples"
+            if why is not None:
+                yield f"{ptr}/{why[0]}", why[1]
             yield from _metric_errors(ptr, view, n_samples, field)
             where = f"track {track_name}, metric {metric_id}, explainer {name}"
             label = f"{track_name}/{name}/{metric_id}"
-            for key, message in summary_errors(where, label, view, seed, rule=data.get("intervals"), track=track_name):
+            found = summary_errors(where, label, view, seed, rule=rule, track=track_name, interval=shared.get(k))
+            for key, message in found:
                 sample = key.removeprefix("samples/")
                 if sample == key:
                     yield f"{ptr}/{key}", message

@@ -93,7 +93,6 @@ def publish_board_folder(
     """Write the leaderboard files of ``board`` and, with ``with_site``, its site (``site_dir``,
     default ``board_dir/site``) as one folder replacing ``board_dir`` whole (module docstring).
     The submissions are not validated again (the caller validated them before ranking)."""
-    from xaibench.site.build import site_contents
     from xaibench.site.writer import check_site_dir, fill_site, write_site
 
     site = (site_dir or board_dir / "site") if with_site else None
@@ -101,11 +100,11 @@ def publish_board_folder(
     check_board_dir(board_dir)
     if site is not None and inside is None:
         check_site_dir(site)
-    contents = (  # the site's pages are built only where a site is written (about half a build's time)
-        site_contents(submissions_dir, board=board, registry=registry, validate=False, paper_dir=paper_dir)
-        if site is not None
-        else None
-    )
+    contents = None  # the site's pages are built only where a site is written (about half a build's time)
+    if site is not None:
+        from xaibench.site.build import site_contents  # imports torch (the PASTA figures): only for a site
+
+        contents = site_contents(submissions_dir, board=board, registry=registry, validate=False, paper_dir=paper_dir)
     target = _absolute(board_dir)  # a symlinked folder: replace what it points to, keep the link
     remove_stale_siblings(target)
     staging = make_staging_dir(target)
