@@ -74,3 +74,8 @@ def test_a_frame_of_cells_writes_them_as_dicts_to_json() -> None:
 def test_a_text_that_is_not_an_object_cannot_become_a_lazy_object() -> None:
     with pytest.raises(TypeError, match="not a JSON object"):
         LazyJSONObject.from_text("[1, 2]")["x"]
+
+
+def test_an_unpickled_cell_is_still_unparsed() -> None:
+    cell = pickle.loads(pickle.dumps(lazy_objects(_column())[0]))
+    assert cell._parsed is None and cell == CURVE

@@ -24,27 +24,27 @@ __all__ = ["LazyJSONObject", "lazy_objects"]
 
 
 class LazyJSONObject(Mapping[str, Any]):
-    """A JSON object (a ``dict`` of str keys) parsed from row ``row`` of a string array when
-    first read, then kept. Read-only; ``dict(obj)`` is a plain copy."""
+    """A JSON object (a ``dict`` of str keys) parsed from row ``row`` of a string array (or from
+    a text) when first read, then kept. Read-only; ``dict(obj)`` is a plain copy."""
 
     __slots__ = ("_parsed", "_row", "_source")
 
-    def __init__(self, source: pa.StringArray | pa.LargeStringArray, row: int) -> None:
-        self._source: Any = source
+    def __init__(self, source: pa.StringArray | pa.LargeStringArray | str, row: int = 0) -> None:
+        self._source: Any = source  # the array holding the text at ``row``, or the text itself
         self._row = row
         self._parsed: dict[str, Any] | None = None
 
     @classmethod
     def from_text(cls, text: str) -> LazyJSONObject:
-        """The object of one JSON text (it must be a JSON object)."""
-        return cls(pa.array([text], pa.string()), 0)
+        """The object of one JSON text (it must be a JSON object), parsed when first read."""
+        return cls(text)
 
     @property
     def text(self) -> str:
         """Its JSON text (once parsed: the parsed object's, compact)."""
         if self._parsed is not None:
             return json.dumps(self._parsed, separators=(",", ":"))
-        return self._source[self._row].as_py()
+        return self._source if isinstance(self._source, str) else self._source[self._row].as_py()
 
     def _value(self) -> dict[str, Any]:
         if self._parsed is None:
