@@ -126,6 +126,7 @@ def test_a_forged_record_is_reported_ignored_and_recomputed(
     with pytest.warns(UserWarning, match="2 records fail their integrity check") as caught:
         frame = records(work)
     assert str(path) in str(caught[0].message) and 0.999 not in set(frame["value"])
+    assert caught[0].filename == __file__  # the warning points at the caller of records()
 
 
 def test_records_of_a_workdir_whose_key_changed_are_not_reused(tmp_path: Path) -> None:

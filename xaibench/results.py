@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from xaibench.allocator import without_numpy_huge_pages
 from xaibench.errors import XaibenchError
 from xaibench.lazyjson import lazy_objects
 from xaibench.publish.leaderboard import CSV_COLUMNS
@@ -366,7 +367,11 @@ def records(workdir: str | Path, *, curves: bool = True) -> pd.DataFrame:
     ``dict(cell)`` is a plain dict. ``curves=False`` leaves the ``curve`` column ``None``.
     """
     _pandas()
-    path = Path(workdir).expanduser()
+    with without_numpy_huge_pages():  # a GB of arrays: no stalls on compaction (xaibench.allocator)
+        return _records(Path(workdir).expanduser(), curves)
+
+
+def _records(path: Path, curves: bool) -> pd.DataFrame:
     tables, blocks, files = [], {}, {}
     for file in _journals(path):
         try:
@@ -381,12 +386,12 @@ def records(workdir: str | Path, *, curves: bool = True) -> pd.DataFrame:
             warnings.warn(
                 f"{file}: {store.unverified} records fail their integrity check (no tag, or not this "
                 "workdir's); they are left out",
-                stacklevel=2,
+                stacklevel=3,
             )
         if store.old_keys:
             warnings.warn(
                 f"{file}: {store.old_keys} records from an older xaibench (no key version); they are left out",
-                stacklevel=2,
+                stacklevel=3,
             )
         del store, table  # only `tables` holds the parts now: _frame frees each column once it is read
     holder = [pa.concat_tables(tables) if tables else columnar.SCHEMA.empty_table()]
