@@ -235,3 +235,19 @@ def test_a_full_disk_while_publishing_names_the_file_and_keeps_the_old_folder(
     assert (info.value.errno, info.value.filename) == (errno.ENOSPC, str(out / "leaderboard.json"))
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["board", "subs"]  # no staging folder left
+
+
+def test_a_board_without_its_site_imports_neither_the_site_builder_nor_torch(tmp_path: Path) -> None:
+    """`leaderboard build --no-site` needs no torch (500 MB and seconds of import at the field's
+    scale); the site's page builder, which imports it for the PASTA figures, is left unimported."""
+    subs = write_submissions(tmp_path / "subs")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom xaibench.python_api import publish_leaderboard\n"
+        "published = publish_leaderboard(Path(sys.argv[1]), Path(sys.argv[2]), with_site=False)\n"
+        "assert published.site_dir is None and (Path(sys.argv[2]) / 'leaderboard.json').is_file()\n"
+        "print(sorted(m for m in ('torch', 'xaibench.site.build') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(subs), str(tmp_path / "board")], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
