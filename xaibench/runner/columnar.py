@@ -204,7 +204,34 @@ def row_count(raw: bytes) -> int:
         return 1
 
 
-_HEX_PAIRS = np.array([f"{i:02x}".encode() for i in range(256)], dtype="S2")
+_HEX_ROWS = 1 << 16  # keys converted at a time: the temporaries stay a few MB
+
+
+def _key_bytes(keys: pa.Array) -> np.ndarray:
+    """``(N, 32)`` uint8: the bytes of a ``binary(32)`` array without nulls (no copy)."""
+    raw = np.frombuffer(keys.buffers()[1], dtype=np.uint8, count=32 * (len(keys) + keys.offset))
+    return raw[32 * keys.offset :].reshape(-1, 32)
+
+
+def _hex_digits(nibbles: np.ndarray) -> np.ndarray:
+    """The ASCII hex digits of a uint8 array of values 0..15, in place (arithmetic, no gather)."""
+    nibbles += 48  # "0".."9"; 10..15 then go on to "a".."f"
+    nibbles += (nibbles > 57) * np.uint8(39)
+    return nibbles
+
+
+def _hex(raw: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
+    """``(N,)`` ``S64``: the rows of ``raw`` (``(N, 32)`` uint8; in ``order`` when given) as 64 hex
+    digits each: each byte's two nibbles as digits, some 65k rows at a time, written into the one
+    output array."""
+    n = len(raw) if order is None else len(order)
+    out = np.empty((n, 64), dtype=np.uint8)
+    for start in range(0, n, _HEX_ROWS):
+        stop = min(n, start + _HEX_ROWS)
+        rows = raw[start:stop] if order is None else raw[order[start:stop]]
+        out[start:stop, 0::2] = _hex_digits(rows >> 4)
+        out[start:stop, 1::2] = _hex_digits(rows & 15)
+    return out.view("S64").ravel()
 
 
 def hex_keys(table: pa.Table) -> np.ndarray:
@@ -216,45 +243,21 @@ def hex_keys(table: pa.Table) -> np.ndarray:
     kb = table.column("key_bin").combine_chunks()
     valid = kb.is_valid().to_numpy(zero_copy_only=False)
     if valid.any():
-        filled = kb.filter(kb.is_valid())
-        raw = np.frombuffer(filled.buffers()[1], dtype=np.uint8, count=32 * len(filled) + 32 * filled.offset)
-        raw = raw[32 * filled.offset :].reshape(-1, 32)
-        text = _HEX_PAIRS[raw].view("S64").ravel()
-        out[valid] = text.astype(str).astype(object)
+        out[valid] = _hex(_key_bytes(kb.filter(kb.is_valid()))).astype(str).astype(object)
     if not valid.all():
         kt = table.column("key_text").to_numpy(zero_copy_only=False)
         out[~valid] = kt[~valid]
     return out
 
 
-_HEX_ROWS = 1 << 16  # keys converted at a time: the temporaries stay a few MB
-
-
-def _hex_digits(nibbles: np.ndarray) -> np.ndarray:
-    """The ASCII hex digits of a uint8 array of values 0..15, in place (arithmetic, no gather)."""
-    nibbles += 48  # "0".."9"; 10..15 then go on to "a".."f"
-    nibbles += (nibbles > 57) * np.uint8(39)
-    return nibbles
-
-
 def hex_key_bytes(table: pa.Table, order: np.ndarray | None = None) -> np.ndarray | None:
     """``(N,)`` ``S64``: every key of a table with :data:`KEY_COLUMNS` (in ``order`` when given) as
-    64 hex digits, computed from ``key_bin`` without a Python object per key (each byte's two
-    nibbles as digits, some 65k keys at a time, written into the one output array); ``None`` when
-    some key is stored as text."""
+    64 hex digits, computed from ``key_bin`` without a Python object per key; ``None`` when some
+    key is stored as text."""
     kb = table.column("key_bin").combine_chunks()
     if kb.null_count:
         return None
-    raw = np.frombuffer(kb.buffers()[1], dtype=np.uint8, count=32 * (len(kb) + kb.offset))[32 * kb.offset :]
-    raw = raw.reshape(-1, 32)
-    n = len(raw) if order is None else len(order)
-    out = np.empty((n, 64), dtype=np.uint8)
-    for start in range(0, n, _HEX_ROWS):
-        stop = min(n, start + _HEX_ROWS)
-        rows = raw[start:stop] if order is None else raw[order[start:stop]]
-        out[start:stop, 0::2] = _hex_digits(rows >> 4)
-        out[start:stop, 1::2] = _hex_digits(rows & 15)
-    return out.view("S64").ravel()
+    return _hex(_key_bytes(kb), order)
 
 
 def key_array(table: pa.Table) -> pa.Array:
@@ -263,9 +266,7 @@ def key_array(table: pa.Table) -> pa.Array:
     valid = kb.is_valid().to_numpy(zero_copy_only=False)
     text = np.zeros(len(kb), dtype="S64")
     if valid.any():
-        filled = kb.filter(kb.is_valid())
-        raw = np.frombuffer(filled.buffers()[1], dtype=np.uint8, count=32 * (len(filled) + filled.offset))
-        text[valid] = _HEX_PAIRS[raw[32 * filled.offset :].reshape(-1, 32)].view("S64").ravel()
+        text[valid] = _hex(_key_bytes(kb.filter(kb.is_valid())))
     keys = pa.array(text, pa.binary()).cast(pa.string())
     if valid.all():
         return keys
