@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from xaibench import device_random
 from xaibench.api import ForwardCounter, MetricInput, Model, Sample
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
@@ -26,6 +27,12 @@ from xaibench.seeds import sample_rng
 SIZE = 8
 N = SIZE * SIZE
 METRICS = {cls.name: cls for cls in FIELD_FAITHFULNESS_METRICS}
+CHANGED_VERSIONS = {
+    "sufficiency": "1.1.0",
+    "infidelity": "1.1.0",
+    "sensitivity_n": "1.1.0",
+    "monotonicity_correlation": "1.1.0",
+}
 
 
 class Linear(torch.nn.Module):
@@ -73,6 +80,12 @@ def ours(module, x, sal, name, *, seed=0, **params):
     return METRICS[name](**params).score(batch)
 
 
+def device_uniform(seed, sample_id, purpose, shape):
+    """The U(0, 1) values of a :mod:`xaibench.device_random` stream, drawn on the CPU."""
+    key = device_random.stream_key(seed, sample_id, purpose)
+    return device_random.uniform(key, 0, int(np.prod(shape)), "cpu").numpy().reshape(shape)
+
+
 def sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
@@ -105,7 +118,9 @@ def test_registered_unranked_not_default_with_directions():
         cls = METRICS[name]
         assert name in names
         assert (cls.family, cls.direction, cls.ranking, cls.default) == ("faithfulness", direction, False, False)
-        assert cls.version == ("1.1.0" if name == "sufficiency" else "1.0.0")
+        # 1.1.0: sufficiency scores 0 without neighbours; infidelity, sensitivity-n and monotonicity
+        # correlation draw their perturbations on the model's device (xaibench.device_random).
+        assert cls.version == (CHANGED_VERSIONS.get(name, "1.0.0"))
         assert cls.licence == "Apache-2.0" and cls.unit
         doc = " ".join((cls.__doc__ or "").lower().split())
         assert f"{direction} is better" in doc and f"{direction} is better" in cls.description.lower()
@@ -213,7 +228,7 @@ def test_monotonicity_correlation_oracle():
     w64 = w.reshape(-1)
     expected = []
     for b in range(2):
-        u = sample_rng(1, f"s{b}", "monotonicity_correlation/uniform").random((5, 1, N), dtype=np.float32)
+        u = device_uniform(1, f"s{b}", "monotonicity_correlation/uniform", (5, 1, N))
         u = u[:, 0].astype(np.float64)
         order = np.argsort(np.abs(sal[b]).reshape(-1), kind="stable").reshape(16, 4)
         var = []
@@ -266,7 +281,8 @@ def test_sensitivity_n_oracle():
     for b in range(3):
         rs = []
         for n in sizes:
-            subsets = ff.random_subsets(sample_rng(2, f"s{b}", f"sensitivity_n/subsets/{n}"), N, n, 6)
+            key = device_random.stream_key(2, f"s{b}", f"sensitivity_n/subsets/{n}")
+            subsets = np.stack([np.flatnonzero(m) for m in device_random.subset_masks(key, range(6), N, n, "cpu")])
             drops = sigmoid(z[b]) - sigmoid(z[b] - c[b][subsets].sum(axis=1))
             rs.append(np.corrcoef(sal.reshape(3, -1)[b][subsets].sum(axis=1), drops)[0, 1])
         assert out.curves[b]["n"] == sizes
@@ -281,7 +297,8 @@ def test_infidelity_oracle_and_exact_map():
     _, z = contributions(w, x)
     expected = []
     for b in range(3):
-        noise = sample_rng(1, f"s{b}", "infidelity/gaussian").standard_normal((12, 1, SIZE, SIZE), dtype=np.float32)
+        key = device_random.stream_key(1, f"s{b}", "infidelity/gaussian")
+        noise = device_random.normal(key, 0, 12 * N, "cpu").numpy().reshape(12, 1, SIZE, SIZE)
         noise = (noise * np.float32(0.3)).astype(np.float64)
         dz = (noise * w[None]).sum(axis=(1, 2, 3))
         drops = sigmoid(z[b]) - sigmoid(z[b] - dz)
@@ -362,10 +379,7 @@ def test_monotonicity_correlation_equals_quantus_on_the_same_noise(monkeypatch):
     module, _w, x, sal = setup(n=2)
     draws = 3
     mine = ours(module, x, sal, "monotonicity_correlation", steps=N, nr_samples=draws, seed=5).values
-    u = [
-        sample_rng(5, f"s{b}", "monotonicity_correlation/uniform").random((draws, 1, N), dtype=np.float32)
-        for b in (0, 1)
-    ]
+    u = [device_uniform(5, f"s{b}", "monotonicity_correlation/uniform", (draws, 1, N)) for b in (0, 1)]
     orders = [np.argsort(np.abs(sal[b]).reshape(-1), kind="stable") for b in (0, 1)]
     values = iter([np.array([u[b][s, 0, orders[b][k]] for b in (0, 1)]) for k in range(N) for s in range(draws)])
     monkeypatch.setattr(np.random, "uniform", lambda *a, **k: next(values))
@@ -606,3 +620,34 @@ def test_quantus_sufficiency_is_zero_when_a_pixel_is_constant_across_the_batch()
     after = ours(module, x, sal, "sufficiency").values
     assert np.all(theirs == 0.0)
     assert np.nanmax(after) > 0 and np.array_equal(before == 0, after == 0)
+
+
+@pytest.mark.parametrize("order", ["descending", "ascending"])
+@pytest.mark.parametrize("absolute", [False, True])
+def test_pixel_ranks_sorted_on_the_device_are_saliency_order_s_ranks(order, absolute):
+    """The step-wise metrics rank pixels with one stable sort on the model's device; with ties,
+    signed zeros and absolute values it gives saliency_order's positions (ties by pixel index)."""
+    from xaibench.metrics.faithfulness.context import faithfulness_batch
+    from xaibench.metrics.faithfulness.field_base import orders_from_ranks, pixel_ranks
+    from xaibench.metrics.faithfulness.perturbation import saliency_order
+
+    module, _w, x, _ = setup(n=3)
+    rng = np.random.default_rng(4)
+    sal = rng.integers(-3, 4, size=(3, SIZE, SIZE)).astype(np.float64)  # many ties
+    sal[0, 0, :4] = [0.0, -0.0, 0.0, -0.0]
+    batch = MetricInput(
+        saliency=sal,
+        concepts=None,
+        samples=[Sample(id=f"s{i}", image=np.zeros((SIZE, SIZE, 3), np.float32)) for i in range(3)],
+        targets=np.ones(3, dtype=np.int64),
+        inputs=torch.from_numpy(x),
+        model=ToyModel(module, 1),
+        forward=ForwardCounter(module, batch_size=16),
+        seed=0,
+    )
+    ctx = faithfulness_batch(batch)
+    ranks = pixel_ranks(ctx, [2, 0], absolute, order)
+    expected = saliency_order(np.abs(sal[[2, 0]]) if absolute else sal[[2, 0]], order)
+    np.testing.assert_array_equal(orders_from_ranks(ranks), expected)
+    for row, order_row in zip(ranks.numpy(), expected, strict=True):
+        np.testing.assert_array_equal(row[order_row], np.arange(N))

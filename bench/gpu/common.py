@@ -77,3 +77,14 @@ def goal(value: float, op: str, target: float) -> dict[str, Any]:
     """A goal: ``value op target`` with op ``>=``, ``<=`` or ``==``."""
     passed = {">=": value >= target, "<=": value <= target, "==": value == target}[op]
     return {"value": float(value), "goal": f"{op} {target:g}", "passed": bool(passed)}
+
+
+def dtoh_copies(fn: Callable[[], Any]) -> int:
+    """Device-to-host memory copies made by ``fn()`` (CUDA only): each one makes the host wait
+    for the work queued before it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(e.count for e in prof.key_averages() if "DtoH" in e.key or "Device -> Pageable" in e.key)

@@ -19,9 +19,7 @@ import subprocess
 import sys
 from typing import Any
 
-import torch
-
-from .common import Config, env, goal, records, xaibench_run
+from .common import Config, dtoh_copies, env, goal, records, xaibench_run
 
 DISTRIBUTIONS = ("xaibench", "xaibench-captum", "xaibench-gradcam", "xaibench-rise", "xaibench-zennit")
 DRY_EXPLAINERS = ["gradient", "sobel", "oracle", "saliency", "gradcam", "scorecam", "rise", "zennit-lrp"]
@@ -39,16 +37,6 @@ def explainer_names() -> dict[str, str]:
         check=True,
     )
     return {e["name"]: e["kind"] for e in json.loads(listed.stdout) if e["distribution"] in DISTRIBUTIONS}
-
-
-def dtoh_copies(fn: Any) -> int:
-    """Device-to-host memory copies made by ``fn()`` (CUDA only)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sum(e.count for e in prof.key_averages() if "DtoH" in e.key or "Device -> Pageable" in e.key)
 
 
 def host_copies(names: list[str], cfg: Config) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from xaibench.api import MetricOutput
+from xaibench.device_random import stream_key, subset_masks
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
 from xaibench.metrics.faithfulness.context import FaithfulnessBatch
@@ -19,6 +20,7 @@ from xaibench.metrics.faithfulness.field_base import (
     attribution,
     compose,
     fill_value,
+    float64_device,
     score_steps,
 )
 from xaibench.params import Param
@@ -77,8 +79,13 @@ class FaithfulnessCorrelation(FieldFaithfulnessMetric):
                 todo[b] = self.subsets(ctx, b)
         p0 = ctx.clean_probabilities() if todo else np.zeros(0)
 
+        # every subset crosses to the device in one copy, before the forwards start
+        on_device = (
+            dict(zip(todo, torch.from_numpy(np.stack(list(todo.values()))).to(ctx.device), strict=True)) if todo else {}
+        )
+
         def build(b: int, start: int, stop: int) -> torch.Tensor:
-            index = torch.from_numpy(todo[b][start:stop]).to(ctx.device)
+            index = on_device[b][start:stop]
             masks = torch.zeros(stop - start, n, dtype=torch.bool, device=ctx.device)
             masks.scatter_(1, index, True)
             return compose(ctx.device_inputs[b], masks, fill)
@@ -99,7 +106,8 @@ class FaithfulnessCorrelation(FieldFaithfulnessMetric):
 class SensitivityN(FieldFaithfulnessMetric):
     """Sensitivity-n (Ancona et al. 2018): for each subset size n in ``sizes`` values up to
     ``n_max_percentage`` of the pixels (``floor(H*W * n_max_percentage * i / sizes)``, i = 1..sizes),
-    draw ``nr_runs`` random subsets of n pixels (seeded by ``(seed, sample id, n)``), remove them
+    draw ``nr_runs`` random subsets of n pixels (seeded by ``(seed, sample id, n)``, drawn on the
+    model's device: :mod:`xaibench.device_random`), remove them
     (baseline ``zeros``: the dataset mean, all channels) and take the Pearson correlation between the
     subsets' attribution sums and the probability drops; the value is the mean of those correlations
     over n (the curve is in ``curves``), in [-1, 1]. Higher is better; n/a where no size gives a
@@ -134,43 +142,47 @@ class SensitivityN(FieldFaithfulnessMetric):
         "abs": Param(bool),
     }
 
-    def subsets(self, ctx: FaithfulnessBatch, b: int, size: int) -> np.ndarray:
-        """``(nr_runs, size)`` pixel indices of sample ``b`` for subset size ``size`` (seeded)."""
-        rng = sample_rng(ctx.seed, ctx.ids[b], f"sensitivity_n/subsets/{size}")
-        return ff.random_subsets(rng, ctx.pixels, size, int(self.params["nr_runs"]))
+    version = "1.1.0"
+
+    def masks(self, ctx: FaithfulnessBatch, b: int, size: int, runs: range) -> torch.Tensor:
+        """``(len(runs), H*W)`` bool on the model's device: the random subsets of ``size`` pixels of
+        sample ``b`` for the runs ``runs``, drawn from the stream ``(seed, sample id,
+        "sensitivity_n/subsets/<size>")`` (:func:`xaibench.device_random.subset_masks`)."""
+        key = stream_key(ctx.seed, ctx.ids[b], f"sensitivity_n/subsets/{size}")
+        return subset_masks(key, runs, ctx.pixels, size, ctx.device)
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
-        n = ctx.pixels
         runs = int(self.params["nr_runs"])
-        sizes = ff.subset_sizes(n, int(self.params["sizes"]), float(self.params["n_max_percentage"]))
+        sizes = ff.subset_sizes(ctx.pixels, int(self.params["sizes"]), float(self.params["n_max_percentage"]))
         fill = fill_value(ctx, self.params["baseline"])
         valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
         p0 = ctx.clean_probabilities() if valid else np.zeros(0)
-        cache: dict[tuple[int, int], np.ndarray] = {}
-
-        def subsets_of(b: int, i: int) -> np.ndarray:
-            if (b, i) not in cache:
-                cache.clear()  # slices arrive in order: one size's subsets alive at a time
-                cache[(b, i)] = self.subsets(ctx, b, int(sizes[i]))
-            return cache[(b, i)]
+        home = float64_device(ctx.device)
+        flat = torch.from_numpy(ctx.saliency.reshape(len(ctx.ids), -1)).to(home)
+        maps = flat.abs() if self.params["abs"] else flat
+        summed: dict[int, dict[int, torch.Tensor]] = {b: {} for b in valid}  # attribution sums, by first image
 
         def build(b: int, start: int, stop: int) -> torch.Tensor:
-            masks = torch.zeros(stop - start, n, dtype=torch.bool, device=ctx.device)
-            for j in range(start, stop):  # one subset per image, rows of the masks
-                index = torch.from_numpy(subsets_of(b, j // runs)[j % runs]).to(ctx.device)
-                masks[j - start, index] = True
+            parts = []
+            for i in range(start // runs, -(-stop // runs)):  # image j: size j // runs, run j % runs
+                first, last = max(start, i * runs) - i * runs, min(stop, (i + 1) * runs) - i * runs
+                parts.append(self.masks(ctx, b, int(sizes[i]), range(first, last)))
+            masks = parts[0] if len(parts) == 1 else torch.cat(parts)
+            summed[b][start] = masks.to(home, torch.float64) @ maps[b]
             return compose(ctx.device_inputs[b], masks, fill)
 
         scored = score_steps(ctx, {b: len(sizes) * runs for b in valid}, build)
+        sums: dict[int, np.ndarray] = {}
+        if valid:  # one copy to the host
+            rows = torch.stack([torch.cat([part for _, part in sorted(summed[b].items())]) for b in valid])
+            sums = dict(zip(valid, rows.cpu().numpy().reshape(len(valid), len(sizes), runs), strict=True))
         for b in range(len(ctx.ids)):
             if ctx.valid[b]:
                 reasons[b] = ctx.valid[b]
                 continue
-            flat = attribution(ctx, b, bool(self.params["abs"]))
-            sums = np.stack([flat[self.subsets(ctx, b, int(s))].sum(axis=1) for s in sizes])
             drops = p0[b] - scored[b].reshape(len(sizes), runs)
-            r = ff.pearson_rows(sums, drops)
+            r = ff.pearson_rows(sums[b], drops)
             curves[b] = {"n": sizes.tolist(), "correlation": [None if np.isnan(v) else float(v) for v in r]}
             if np.isnan(r).all():
                 reasons[b] = "attribution sums or probability drops constant at every n: correlation undefined"

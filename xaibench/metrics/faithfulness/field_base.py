@@ -17,7 +17,7 @@ import torch
 from xaibench.api import MetricOutput
 from xaibench.metrics.faithfulness.base import FaithfulnessMetric
 from xaibench.metrics.faithfulness.context import BatchedScorer, FaithfulnessBatch
-from xaibench.metrics.faithfulness.perturbation import channel_constant, saliency_order
+from xaibench.metrics.faithfulness.perturbation import channel_constant
 
 BASELINES: tuple[str, ...] = ("zeros", "black")
 """Deletion fills: ``zeros`` = 0 in normalised space (the dataset mean, DESIGN 3's deletion
@@ -50,13 +50,6 @@ def attribution(ctx: FaithfulnessBatch, b: int, absolute: bool) -> np.ndarray:
     return np.abs(flat) if absolute else flat
 
 
-def ranks_on(order: np.ndarray, device: Any) -> torch.Tensor:
-    """``(H*W,)`` int64 tensor on ``device``: the position of every pixel in ``order``."""
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size)
-    return torch.from_numpy(rank).to(device)
-
-
 def step_masks(rank: torch.Tensor, fis: int, steps: torch.Tensor, *, cumulative: bool) -> torch.Tensor:
     """``(K, H*W)`` bool masks for the step indices ``steps`` (``(K,)``): the pixels of step k alone,
     or (``cumulative``) of steps 0..k."""
@@ -72,11 +65,37 @@ def compose(image: torch.Tensor, masks: torch.Tensor, fill: torch.Tensor) -> tor
     return torch.where(m, fill, image[None])
 
 
-def order_of(ctx: FaithfulnessBatch, b: int, absolute: bool, order: str) -> np.ndarray:
-    """Raster pixel indices of sample ``b``'s map (absolute value when asked) in ``order``
-    (``descending`` or ``ascending``; ties by pixel index)."""
-    flat = attribution(ctx, b, absolute)
-    return saliency_order(flat.reshape(1, *ctx.saliency.shape[1:]), order)[0]  # type: ignore[arg-type]
+def float64_device(device: Any) -> torch.device:
+    """Where float64 work on the maps runs: the model's device when it has float64 (CPU, CUDA),
+    else the CPU."""
+    device = torch.device(device)
+    return device if device.type in ("cpu", "cuda") else torch.device("cpu")
+
+
+def pixel_ranks(ctx: FaithfulnessBatch, samples: list[int], absolute: bool, order: str) -> torch.Tensor:
+    """``(len(samples), H*W)`` int64 on the model's device: the position of every pixel of each
+    sample's map (absolute value when asked) in ``order`` (``descending`` or ``ascending``), ties
+    by pixel index (:func:`~xaibench.metrics.faithfulness.perturbation.saliency_order`'s order), sorted
+    on the device in one call for all samples (a stable float64 sort: the same on every device)."""
+    n = ctx.pixels
+    if not samples:
+        return torch.zeros(0, n, dtype=torch.int64, device=ctx.device)
+    where = float64_device(ctx.device)
+    flat = torch.from_numpy(ctx.saliency[samples].reshape(len(samples), n)).to(where)
+    if absolute:
+        flat = flat.abs()
+    orders = torch.sort(-flat if order == "descending" else flat, dim=1, stable=True).indices
+    ranks = torch.empty_like(orders)
+    ranks.scatter_(1, orders, torch.arange(n, device=where).expand_as(orders))
+    return ranks.to(ctx.device)
+
+
+def orders_from_ranks(ranks: torch.Tensor) -> np.ndarray:
+    """``(V, H*W)`` pixel indices in order, on the host, from :func:`pixel_ranks`'s positions."""
+    ranks = ranks.cpu()
+    orders = torch.empty_like(ranks)
+    orders.scatter_(1, ranks, torch.arange(ranks.shape[1]).expand_as(ranks))
+    return orders.numpy()
 
 
 def score_steps(

@@ -3,6 +3,7 @@ perturbations, predicts the change of the model's output."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -10,21 +11,23 @@ import numpy as np
 import torch
 
 from xaibench.api import MetricOutput
+from xaibench.device_random import normal, stream_key
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
 from xaibench.metrics.faithfulness.context import FaithfulnessBatch
-from xaibench.metrics.faithfulness.field_base import FieldFaithfulnessMetric, score_steps
+from xaibench.metrics.faithfulness.field_base import FieldFaithfulnessMetric, float64_device, score_steps
 from xaibench.params import Param
-from xaibench.seeds import sample_rng
 
 
 class Infidelity(FieldFaithfulnessMetric):
     """Infidelity (Yeh et al. 2019): ``E_I[(I . phi - (p(x) - p(x - I)))^2]`` over ``n_perturb_samples``
     Gaussian perturbations I ~ N(0, ``noise``^2) of every pixel and channel in normalised space
     (seeded by ``(seed, sample id)``), the map phi (one value per pixel) applied to every channel:
-    ``I . phi = sum_{c,h,w} I_chw phi_hw``. With ``optimal_scale`` (default, as Yeh et al.'s released
-    code) the map is first scaled by the least-squares factor, so the score does not depend on the
-    map's scale (saliency maps have none). Unit: squared probability, >= 0. Lower is better.
+    ``I . phi = sum_{c,h,w} I_chw phi_hw``; the perturbations are drawn on the model's device
+    (:mod:`xaibench.device_random`), slice by slice as they are forwarded. With ``optimal_scale``
+    (default, as Yeh et al.'s released code) the map is first scaled by the least-squares factor, so
+    the score does not depend on the map's scale (saliency maps have none). Unit: squared
+    probability, >= 0. Lower is better.
 
     Quantus 0.6's ``Infidelity`` is another computation: it removes ``perturb_patch_sizes`` squares
     one after another, cumulatively, with a fixed baseline, so its ``n_perturb_samples`` repeats one
@@ -47,35 +50,45 @@ class Infidelity(FieldFaithfulnessMetric):
         "optimal_scale": Param(bool),
     }
 
-    def perturbations(self, ctx: FaithfulnessBatch, b: int) -> np.ndarray:
-        """``(S, C, H, W)`` float32 Gaussian perturbations I of sample ``b`` (seeded)."""
-        rng = sample_rng(ctx.seed, ctx.ids[b], "infidelity/gaussian")
-        shape = (int(self.params["n_perturb_samples"]), *ctx.inputs.shape[1:])
-        return rng.standard_normal(shape, dtype=np.float32) * np.float32(self.params["noise"])
+    version = "1.1.0"
+
+    def perturbations(self, ctx: FaithfulnessBatch, b: int, start: int, stop: int) -> torch.Tensor:
+        """Perturbations ``start..stop-1`` of sample ``b`` (``(stop - start, C, H, W)`` float32 on the
+        model's device): N(0, ``noise``^2) values of the stream ``(seed, sample id,
+        "infidelity/gaussian")`` (:mod:`xaibench.device_random`), perturbation s holding its values
+        ``s*C*H*W`` to ``(s+1)*C*H*W - 1``."""
+        shape = tuple(ctx.inputs.shape[1:])
+        size = math.prod(shape)
+        key = stream_key(ctx.seed, ctx.ids[b], "infidelity/gaussian")
+        drawn = normal(key, start * size, stop * size, ctx.device).view(stop - start, *shape)
+        return drawn.mul_(float(self.params["noise"]))
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
         draws = int(self.params["n_perturb_samples"])
         valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
         p0 = ctx.clean_probabilities() if valid else np.zeros(0)
-        noise: dict[int, torch.Tensor] = {}
-        projections: dict[int, np.ndarray] = {}  # (1, S): I . phi of each perturbation
+        home = float64_device(ctx.device)
+        maps = torch.from_numpy(ctx.saliency.reshape(len(ctx.ids), -1)).to(home)
+        projected: dict[int, dict[int, torch.Tensor]] = {b: {} for b in valid}  # I . phi, by first draw
 
         def build(b: int, start: int, stop: int) -> torch.Tensor:
-            if b not in noise:  # drawn once per sample: the forwards and the projections share it
-                noise.clear()
-                drawn = self.perturbations(ctx, b)
-                flat = drawn.sum(axis=1, dtype=np.float64).reshape(draws, -1)  # channels share phi
-                projections[b] = (flat @ ctx.saliency[b].reshape(-1))[None]
-                noise[b] = torch.from_numpy(drawn).to(ctx.device)
-            return ctx.device_inputs[b][None] - noise[b][start:stop]
+            drawn = self.perturbations(ctx, b, start, stop)  # drawn once: forwards and projections share it
+            flat = drawn.sum(dim=1).view(stop - start, -1).to(home, torch.float64)  # channels share phi
+            projected[b][start] = flat @ maps[b]
+            return ctx.device_inputs[b][None] - drawn
 
         scored = score_steps(ctx, {b: draws for b in valid}, build)
+        projections: dict[int, np.ndarray] = {}
+        if valid:  # one copy to the host
+            rows = torch.stack([torch.cat([part for _, part in sorted(projected[b].items())]) for b in valid])
+            projections = dict(zip(valid, rows.cpu().numpy(), strict=True))
         for b in range(len(ctx.ids)):
             if ctx.valid[b]:
                 reasons[b] = ctx.valid[b]
                 continue
             drops = (p0[b] - scored[b])[None]
-            values[b] = float(ff.infidelity(projections[b], drops, bool(self.params["optimal_scale"]))[0])
-            curves[b] = {"projection": projections[b][0].tolist(), "drop": drops[0].tolist()}
+            projection = projections[b][None]
+            values[b] = float(ff.infidelity(projection, drops, bool(self.params["optimal_scale"]))[0])
+            curves[b] = {"projection": projection[0].tolist(), "drop": drops[0].tolist()}
         return MetricOutput(values=values, reasons=reasons, curves=curves)

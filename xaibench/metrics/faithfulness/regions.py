@@ -9,7 +9,9 @@ colour channels; the images are built on the model's device from one per-pixel r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
@@ -40,21 +42,28 @@ class _Patchwise(FieldFaithfulnessMetric):
         h, w = ctx.saliency.shape[1:]
         ids = ff.patch_ids(h, w, int(self.params["patch_size"]))
         reasons: list[str | None] = list(ctx.valid)
-        ranks = {}
-        for b in range(len(ctx.ids)):
-            if not reasons[b]:
-                _, rank = ff.patch_order(attribution(ctx, b, bool(self.params["abs"])), ids)
-                ranks[b] = torch.from_numpy(rank).to(ctx.device)
+        valid = [b for b in range(len(ctx.ids)) if not reasons[b]]
+        absolute = bool(self.params["abs"])
+        ranks: dict[int, torch.Tensor] = {}
+        if valid:  # one copy to the device, before the forwards
+            rows = [ff.patch_order(attribution(ctx, b, absolute), ids)[1] for b in valid]
+            ranks = dict(zip(valid, torch.from_numpy(np.stack(rows)).to(ctx.device), strict=True))
         return ranks, int(ids.max()) + 1, reasons
 
-    def fill(self, ctx: FaithfulnessBatch, b: int) -> torch.Tensor:
-        """The replacement of sample ``b``: a constant baseline, or its seeded U(0, 1) pixel noise."""
+    def fills(self, ctx: FaithfulnessBatch, samples: list[int]) -> dict[int, torch.Tensor]:
+        """The replacement of each sample, on the device: a constant baseline, or the sample's seeded
+        U(0, 1) pixel noise (drawn on the host; all samples' fields cross in one copy)."""
         if self.params["baseline"] != "uniform":
-            return fill_value(ctx, self.params["baseline"])
-        rng = sample_rng(ctx.seed, ctx.ids[b], f"{self.name}/uniform")
-        field = noise_field("uniform", tuple(ctx.inputs.shape[1:]), rng, ctx.mean, ctx.std)
-        assert field is not None
-        return field.to(ctx.device)[None]
+            fill = fill_value(ctx, self.params["baseline"])
+            return dict.fromkeys(samples, fill)
+        if not samples:
+            return {}
+        shape = tuple(ctx.inputs.shape[1:])
+        fields = [
+            noise_field("uniform", shape, sample_rng(ctx.seed, ctx.ids[b], f"{self.name}/uniform"), ctx.mean, ctx.std)
+            for b in samples
+        ]
+        return dict(zip(samples, torch.stack(fields).to(ctx.device)[:, None], strict=True))
 
 
 class RegionPerturbation(_Patchwise):
@@ -94,12 +103,9 @@ class RegionPerturbation(_Patchwise):
         ranks, patches, why = self.patch_ranks(ctx)
         k = min(patches, int(self.params["regions_evaluation"]))
         p0 = ctx.clean_probabilities() if ranks else np.zeros(0)
-        fills: dict[int, torch.Tensor] = {}
+        fills = self.fills(ctx, list(ranks))
 
         def build(b: int, start: int, stop: int) -> torch.Tensor:
-            if b not in fills:
-                fills.clear()
-                fills[b] = self.fill(ctx, b)
             steps = torch.arange(start, stop, device=ctx.device)
             return compose(ctx.device_inputs[b], step_masks(ranks[b], 1, steps, cumulative=True), fills[b])
 
@@ -155,6 +161,10 @@ class Selectivity(_Patchwise):
         return MetricOutput(values=values, reasons=reasons, curves=curves)
 
 
+SLIC_THREADS = 8
+"""At most this many images are segmented at once (one thread each)."""
+
+
 def superpixels(image: np.ndarray, n_segments: int, compactness: float) -> np.ndarray:
     """SLIC superpixels (scikit-image, ``start_label=0``) of a ``(H, W, C)`` float64 image."""
     from skimage.segmentation import slic
@@ -194,24 +204,42 @@ class IROF(FieldFaithfulnessMetric):
         "abs": Param(bool),
     }
 
+    def segments(self, ctx: FaithfulnessBatch, samples: list[int]) -> dict[int, np.ndarray]:
+        """``{b: (H, W) SLIC labels}`` of the samples' images in pixel space, segmented in parallel
+        threads (scikit-image releases the GIL for much of SLIC)."""
+        n_segments, compactness = int(self.params["n_segments"]), float(self.params["compactness"])
+        m = torch.tensor(ctx.mean, dtype=torch.float32).view(-1, 1, 1)
+        s = torch.tensor(ctx.std, dtype=torch.float32).view(-1, 1, 1)
+
+        def segment(b: int) -> np.ndarray:
+            pixels = (ctx.inputs[b] * s + m).permute(1, 2, 0).double().numpy()
+            return superpixels(pixels, n_segments, compactness)
+
+        workers = min(len(samples), os.cpu_count() or 1, SLIC_THREADS)
+        if workers < 2:
+            return {b: segment(b) for b in samples}
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return dict(zip(samples, pool.map(segment, samples), strict=True))
+
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
         fill = fill_value(ctx, self.params["baseline"])
-        m = torch.tensor(ctx.mean, dtype=torch.float32).view(-1, 1, 1)
-        s = torch.tensor(ctx.std, dtype=torch.float32).view(-1, 1, 1)
-        ranks: dict[int, torch.Tensor] = {}
-        counts: dict[int, int] = {}
+        todo = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
         for b in range(len(ctx.ids)):
-            if ctx.valid[b]:
-                reasons[b] = ctx.valid[b]
-                continue
-            pixels = (ctx.inputs[b] * s + m).permute(1, 2, 0).double().numpy()
-            segments = superpixels(pixels, int(self.params["n_segments"]), float(self.params["compactness"]))
-            rank, count = ff.segment_ranks(attribution(ctx, b, bool(self.params["abs"])), segments)
+            reasons[b] = ctx.valid[b]
+        segmented = self.segments(ctx, todo)
+        host_ranks: dict[int, np.ndarray] = {}
+        counts: dict[int, int] = {}
+        for b in todo:
+            rank, count = ff.segment_ranks(attribution(ctx, b, bool(self.params["abs"])), segmented[b])
             if count < 2:
                 reasons[b] = "fewer than two superpixels"
                 continue
-            ranks[b], counts[b] = torch.from_numpy(rank).to(ctx.device), count
+            host_ranks[b], counts[b] = rank, count
+        ranks: dict[int, torch.Tensor] = {}
+        if host_ranks:  # one copy to the device
+            stacked = torch.from_numpy(np.stack(list(host_ranks.values()))).to(ctx.device)
+            ranks = dict(zip(host_ranks, stacked, strict=True))
         p0 = ctx.clean_probabilities() if ranks else np.zeros(0)
 
         def build(b: int, start: int, stop: int) -> torch.Tensor:

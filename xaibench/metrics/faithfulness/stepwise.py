@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from xaibench.api import MetricOutput
+from xaibench.device_random import stream_key, uniform
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
 from xaibench.metrics.faithfulness.context import FaithfulnessBatch
@@ -27,29 +28,38 @@ from xaibench.metrics.faithfulness.field_base import (
     attribution,
     compose,
     fill_value,
-    order_of,
-    ranks_on,
+    orders_from_ranks,
+    pixel_ranks,
     score_steps,
     step_masks,
 )
 from xaibench.params import Param
-from xaibench.seeds import sample_rng
 
 
 class _Stepwise(FieldFaithfulnessMetric):
-    """Shared set-up: the order of each valid sample and its step size."""
+    """Shared set-up: the step size and the pixel ranks of each valid sample, on the device."""
 
     order: ClassVar[str] = "descending"
 
-    def plan(self, ctx: FaithfulnessBatch) -> tuple[int, int, dict[int, np.ndarray], list[str | None]]:
-        """``(features_in_step, steps, {b: order}, reasons)`` for the batch."""
+    def plan(self, ctx: FaithfulnessBatch) -> tuple[int, int, dict[int, torch.Tensor], list[str | None]]:
+        """``(features_in_step, steps, {b: (H*W,) pixel ranks on the device}, reasons)`` for the batch."""
         n = ctx.pixels
         fis = ff.features_in_step(n, int(self.params["steps"]))
         reasons: list[str | None] = list(ctx.valid)
-        orders = {
-            b: order_of(ctx, b, bool(self.params["abs"]), self.order) for b in range(len(ctx.ids)) if not reasons[b]
+        valid = [b for b in range(len(ctx.ids)) if not reasons[b]]
+        ranks = pixel_ranks(ctx, valid, bool(self.params["abs"]), self.order)
+        return fis, ff.step_count(n, fis), dict(zip(valid, ranks, strict=True)), reasons
+
+    def sums(self, ctx: FaithfulnessBatch, ranks: dict[int, torch.Tensor], fis: int) -> dict[int, np.ndarray]:
+        """``{b: (1, steps)}`` attribution sums of each step (one copy of the ranks to the host)."""
+        if not ranks:
+            return {}
+        orders = orders_from_ranks(torch.stack(list(ranks.values())))
+        absolute = bool(self.params["abs"])
+        return {
+            b: ff.step_sums(attribution(ctx, b, absolute)[None], order[None], fis)
+            for b, order in zip(ranks, orders, strict=True)
         }
-        return fis, ff.step_count(n, fis), orders, reasons
 
 
 class PixelFlipping(_Stepwise):
@@ -80,15 +90,14 @@ class PixelFlipping(_Stepwise):
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
-        fis, k, orders, why = self.plan(ctx)
+        fis, k, ranks, why = self.plan(ctx)
         fill = fill_value(ctx, self.params["baseline"])
-        ranks = {b: ranks_on(o, ctx.device) for b, o in orders.items()}
 
         def build(b: int, start: int, stop: int) -> torch.Tensor:
             steps = torch.arange(start, stop, device=ctx.device)
             return compose(ctx.device_inputs[b], step_masks(ranks[b], fis, steps, cumulative=True), fill)
 
-        scored = score_steps(ctx, {b: k for b in orders}, build)
+        scored = score_steps(ctx, {b: k for b in ranks}, build)
         for b in range(len(ctx.ids)):
             reasons[b] = why[b]
             if b not in scored:
@@ -125,21 +134,21 @@ class FaithfulnessEstimate(_Stepwise):
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
-        fis, k, orders, why = self.plan(ctx)
+        fis, k, ranks, why = self.plan(ctx)
         fill = fill_value(ctx, self.params["baseline"])
-        ranks = {b: ranks_on(o, ctx.device) for b, o in orders.items()}
         p0 = ctx.clean_probabilities()
 
         def build(b: int, start: int, stop: int) -> torch.Tensor:
             steps = torch.arange(start, stop, device=ctx.device)
             return compose(ctx.device_inputs[b], step_masks(ranks[b], fis, steps, cumulative=False), fill)
 
-        scored = score_steps(ctx, {b: k for b in orders}, build)
+        scored = score_steps(ctx, {b: k for b in ranks}, build)
+        step_sums = self.sums(ctx, ranks, fis)
         for b in range(len(ctx.ids)):
             reasons[b] = why[b]
             if b not in scored:
                 continue
-            sums = ff.step_sums(attribution(ctx, b, bool(self.params["abs"]))[None], orders[b][None], fis)
+            sums = step_sums[b]
             drops = p0[b] - scored[b][None]
             r = ff.pearson_rows(sums, drops)[0]
             curves[b] = {"drop": drops[0].tolist(), "attribution": sums[0].tolist(), "features_in_step": fis}
@@ -175,16 +184,15 @@ class Monotonicity(_Stepwise):
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
-        fis, k, orders, why = self.plan(ctx)
+        fis, k, ranks, why = self.plan(ctx)
         start_image = fill_value(ctx, self.params["baseline"]).expand(ctx.inputs.shape[1:])
-        ranks = {b: ranks_on(o, ctx.device) for b, o in orders.items()}
 
         def build(b: int, start: int, stop: int) -> torch.Tensor:
             steps = torch.arange(start, stop, device=ctx.device)
             masks = step_masks(ranks[b], fis, steps, cumulative=True)
             return compose(start_image, masks, ctx.device_inputs[b][None])
 
-        scored = score_steps(ctx, {b: k for b in orders}, build)
+        scored = score_steps(ctx, {b: k for b in ranks}, build)
         for b in range(len(ctx.ids)):
             reasons[b] = why[b]
             if b not in scored:
@@ -203,7 +211,8 @@ class MonotonicityCorrelation(_Stepwise):
     either series is constant.
 
     Noise: U(0, 1) in pixel space, normalised, drawn per pixel and channel, one field per draw and
-    sample (seeded by ``(seed, sample id)``) used for every step. Parameters: ``steps`` (default 32),
+    sample (seeded by ``(seed, sample id)``, drawn on the model's device: :mod:`xaibench.device_random`)
+    used for every step. Parameters: ``steps`` (default 32),
     ``nr_samples`` (default 10; Quantus: one pixel per step, 100 draws: ``100 H*W`` forwards),
     ``eps`` (1e-5), ``abs`` (default True, as Quantus).
     """
@@ -224,20 +233,24 @@ class MonotonicityCorrelation(_Stepwise):
     }
     order = "ascending"
 
+    version = "1.1.0"
+
     def noise(self, ctx: FaithfulnessBatch, b: int) -> torch.Tensor:
-        """``(nr_samples, C, H*W)`` normalised U(0, 1) pixel noise of sample ``b`` (seeded)."""
+        """``(nr_samples, C, H*W)`` normalised U(0, 1) pixel noise of sample ``b`` on the model's device:
+        the stream ``(seed, sample id, "monotonicity_correlation/uniform")`` of
+        :func:`xaibench.device_random.uniform`, draw by draw."""
         c, h, w = ctx.inputs.shape[1:]
-        rng = sample_rng(ctx.seed, ctx.ids[b], "monotonicity_correlation/uniform")
-        u = torch.from_numpy(rng.random((int(self.params["nr_samples"]), c, h * w), dtype=np.float32))
-        m = torch.tensor(ctx.mean, dtype=torch.float32).view(1, -1, 1)
-        s = torch.tensor(ctx.std, dtype=torch.float32).view(1, -1, 1)
-        return ((u - m) / s).to(ctx.device)
+        draws = int(self.params["nr_samples"])
+        key = stream_key(ctx.seed, ctx.ids[b], "monotonicity_correlation/uniform")
+        u = uniform(key, 0, draws * c * h * w, ctx.device).view(draws, c, h * w)
+        for channel, (m, s) in enumerate(zip(ctx.mean, ctx.std, strict=True)):  # no tensor from the host
+            u[:, channel].sub_(float(m)).div_(float(s))
+        return u
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
-        fis, k, orders, why = self.plan(ctx)
+        fis, k, ranks, why = self.plan(ctx)
         draws = int(self.params["nr_samples"])
-        ranks = {b: ranks_on(o, ctx.device) for b, o in orders.items()}
         fields: dict[int, torch.Tensor] = {}
         p0 = ctx.clean_probabilities()
         shape = ctx.inputs.shape[1:]
@@ -251,13 +264,14 @@ class MonotonicityCorrelation(_Stepwise):
             fill = fields[b][index % draws].view(-1, *shape)
             return compose(ctx.device_inputs[b], masks, fill)
 
-        scored = score_steps(ctx, {b: k * draws for b in orders}, build)
+        scored = score_steps(ctx, {b: k * draws for b in ranks}, build)
+        step_sums = self.sums(ctx, ranks, fis)
         for b in range(len(ctx.ids)):
             reasons[b] = why[b]
             if b not in scored:
                 continue
             var = ff.relative_variance(scored[b].reshape(1, k, draws), p0[b : b + 1], float(self.params["eps"]))
-            sums = ff.step_sums(attribution(ctx, b, bool(self.params["abs"]))[None], orders[b][None], fis)
+            sums = step_sums[b]
             r = ff.spearman_rows(sums, var)[0]
             curves[b] = {"variance": var[0].tolist(), "attribution": sums[0].tolist(), "features_in_step": fis}
             if np.isnan(r):

@@ -47,9 +47,9 @@ class Sufficiency(FieldFaithfulnessMetric):
         keys = [(OWNER, "predicted", sid) for sid in ctx.ids]
         missing = [i for i, k in enumerate(keys) if k not in ctx.memo]
         if missing:
-            probs = ctx.forward(ctx.inputs[missing].to(ctx.device))
+            classes = ctx.forward(ctx.inputs[missing].to(ctx.device)).argmax(dim=1).tolist()  # one copy
             for row, i in enumerate(missing):
-                ctx.memo.put(keys[i], int(probs[row].argmax()))
+                ctx.memo.put(keys[i], int(classes[row]))
         return np.array([ctx.memo.lookup(k) for k in keys])
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
