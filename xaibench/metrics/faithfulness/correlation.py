@@ -20,9 +20,9 @@ from xaibench.metrics.faithfulness.field_base import (
     attribution,
     compose,
     fill_value,
-    float64_device,
     score_steps,
 )
+from xaibench.metrics.faithfulness.perturbation import float64_device
 from xaibench.params import Param
 from xaibench.seeds import sample_rng
 

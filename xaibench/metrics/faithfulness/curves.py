@@ -4,7 +4,6 @@ removed or inserted most-salient-first, summarised by its trapezoid area."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -14,7 +13,7 @@ from xaibench.api import MetricOutput
 from xaibench.metrics.faithfulness import formulas as fm
 from xaibench.metrics.faithfulness.base import FaithfulnessMetric, unscored
 from xaibench.metrics.faithfulness.context import BatchedScorer, FaithfulnessBatch
-from xaibench.metrics.faithfulness.perturbation import blurred, first_k_masks, pixel_count, replace, saliency_order
+from xaibench.metrics.faithfulness.perturbation import blurred, device_ranks, pixel_count, replace
 from xaibench.params import Param
 
 
@@ -36,10 +35,12 @@ class CurveMetric(FaithfulnessMetric):
     def curves(
         self,
         ctx: FaithfulnessBatch,
-        build: Callable[[int, np.ndarray], torch.Tensor],
+        build: Callable[[int, torch.Tensor], torch.Tensor],
         known: Callable[[int, int], float | None],
     ) -> MetricOutput:
-        """Score ``build(b, masks)`` for every distinct count not resolved by ``known(b, count)``."""
+        """Score ``build(b, masks)`` for every distinct count not resolved by ``known(b, count)``;
+        ``masks`` (``(K, H, W)`` bool) are made on the model's device from each map's pixel ranks,
+        sorted there for all samples at once."""
         n_pix = ctx.pixels
         counts = self.counts(n_pix)
         fractions = counts / n_pix
@@ -47,6 +48,8 @@ class CurveMetric(FaithfulnessMetric):
         scorer = BatchedScorer(ctx)
         plans: dict[int, tuple[np.ndarray, dict[int, float]]] = {}
         shape = ctx.saliency.shape[1:]
+        valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        ranks = dict(zip(valid, device_ranks(ctx.saliency[valid], "descending", ctx.device), strict=True))
         for b in range(len(ctx.ids)):
             if ctx.valid[b]:
                 reasons[b] = ctx.valid[b]
@@ -54,11 +57,12 @@ class CurveMetric(FaithfulnessMetric):
             distinct = np.unique(counts)
             fixed = {int(c): v for c in distinct if (v := known(b, int(c))) is not None}
             todo = np.array([c for c in distinct if int(c) not in fixed], dtype=np.int64)
-            order = saliency_order(ctx.saliency[b : b + 1], "descending")[0]
+            limits = torch.from_numpy(todo).to(ctx.device)  # before the forwards: one small copy per sample
 
-            def make(start: int, stop: int, b: int = b, order: np.ndarray = order, todo: np.ndarray = todo):
+            def make(start: int, stop: int, b: int = b, limits: torch.Tensor = limits):
                 # Only this slice of the curve's images exists at a time (memory bound by the batch size).
-                return build(b, first_k_masks(order, todo[start:stop], shape))
+                masks = ranks[b][None, :] < limits[start:stop, None]  # the first k pixels of the order
+                return build(b, masks.view(stop - start, *shape))
 
             scorer.add_lazy(b, len(todo), make, int(ctx.targets[b]))
             plans[b] = (todo, fixed)
@@ -129,12 +133,14 @@ class Insertion(CurveMetric):
         p0 = ctx.clean_probabilities()
         sigma = float(self.params["blur_sigma"])
 
-        @lru_cache(maxsize=4)  # slices arrive sample after sample: a few copies suffice
-        def blurred_copy(b: int) -> torch.Tensor:
-            return blurred(ctx.inputs[b], sigma).to(ctx.device)
+        valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        copies: dict[int, torch.Tensor] = {}
+        if valid:  # blurred on the host, all in one copy to the device before the forwards
+            stacked = torch.stack([blurred(ctx.inputs[b], sigma) for b in valid]).to(ctx.device)
+            copies = dict(zip(valid, stacked, strict=True))
 
-        def build(b: int, masks: np.ndarray) -> torch.Tensor:
+        def build(b: int, masks: torch.Tensor) -> torch.Tensor:
             # The first k pixels (most salient first) come from x, the others from the blurred copy.
-            return replace(blurred_copy(b), masks, ctx.device_inputs[b])
+            return replace(copies[b], masks, ctx.device_inputs[b])
 
         return self.curves(ctx, build, lambda b, c: float(p0[b]) if c == n_pix else None)

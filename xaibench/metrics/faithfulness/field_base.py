@@ -9,7 +9,6 @@ from one ``(H*W,)`` rank tensor per sample, so only that tensor crosses from the
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +16,7 @@ import torch
 from xaibench.api import MetricOutput
 from xaibench.metrics.faithfulness.base import FaithfulnessMetric
 from xaibench.metrics.faithfulness.context import BatchedScorer, FaithfulnessBatch
-from xaibench.metrics.faithfulness.perturbation import channel_constant
+from xaibench.metrics.faithfulness.perturbation import Order, channel_constant, device_ranks
 
 BASELINES: tuple[str, ...] = ("zeros", "black")
 """Deletion fills: ``zeros`` = 0 in normalised space (the dataset mean, DESIGN 3's deletion
@@ -65,29 +64,15 @@ def compose(image: torch.Tensor, masks: torch.Tensor, fill: torch.Tensor) -> tor
     return torch.where(m, fill, image[None])
 
 
-def float64_device(device: Any) -> torch.device:
-    """Where float64 work on the maps runs: the model's device when it has float64 (CPU, CUDA),
-    else the CPU."""
-    device = torch.device(device)
-    return device if device.type in ("cpu", "cuda") else torch.device("cpu")
-
-
-def pixel_ranks(ctx: FaithfulnessBatch, samples: list[int], absolute: bool, order: str) -> torch.Tensor:
+def pixel_ranks(ctx: FaithfulnessBatch, samples: list[int], absolute: bool, order: Order) -> torch.Tensor:
     """``(len(samples), H*W)`` int64 on the model's device: the position of every pixel of each
     sample's map (absolute value when asked) in ``order`` (``descending`` or ``ascending``), ties
-    by pixel index (:func:`~xaibench.metrics.faithfulness.perturbation.saliency_order`'s order), sorted
-    on the device in one call for all samples (a stable float64 sort: the same on every device)."""
-    n = ctx.pixels
+    by pixel index: :func:`~xaibench.metrics.faithfulness.perturbation.device_ranks`, one sort on
+    the device for all samples."""
     if not samples:
-        return torch.zeros(0, n, dtype=torch.int64, device=ctx.device)
-    where = float64_device(ctx.device)
-    flat = torch.from_numpy(ctx.saliency[samples].reshape(len(samples), n)).to(where)
-    if absolute:
-        flat = flat.abs()
-    orders = torch.sort(-flat if order == "descending" else flat, dim=1, stable=True).indices
-    ranks = torch.empty_like(orders)
-    ranks.scatter_(1, orders, torch.arange(n, device=where).expand_as(orders))
-    return ranks.to(ctx.device)
+        return torch.zeros(0, ctx.pixels, dtype=torch.int64, device=ctx.device)
+    maps = ctx.saliency[samples]
+    return device_ranks(np.abs(maps) if absolute else maps, order, ctx.device)
 
 
 def orders_from_ranks(ranks: torch.Tensor) -> np.ndarray:

@@ -15,7 +15,8 @@ from xaibench.device_random import normal, stream_key
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
 from xaibench.metrics.faithfulness.context import FaithfulnessBatch
-from xaibench.metrics.faithfulness.field_base import FieldFaithfulnessMetric, float64_device, score_steps
+from xaibench.metrics.faithfulness.field_base import FieldFaithfulnessMetric, score_steps
+from xaibench.metrics.faithfulness.perturbation import float64_device
 from xaibench.params import Param
 
 

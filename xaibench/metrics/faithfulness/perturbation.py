@@ -57,6 +57,26 @@ def saliency_order(saliency: np.ndarray, order: Order) -> np.ndarray:
     return np.argsort(key, axis=1, kind="stable")
 
 
+def float64_device(device: torch.device | str) -> torch.device:
+    """Where float64 work on the maps runs: ``device`` when it has float64 (CPU, CUDA), else the CPU."""
+    device = torch.device(device)
+    return device if device.type in ("cpu", "cuda") else torch.device("cpu")
+
+
+def device_ranks(saliency: np.ndarray, order: Order, device: torch.device | str) -> torch.Tensor:
+    """``(B, H*W)`` int64 on ``device``: the position of every pixel of each ``(B, H, W)`` map in
+    :func:`saliency_order`'s order (ties by pixel index), from one stable float64 sort of all the
+    maps on the device (the same positions on every device; the map must be finite)."""
+    flat = torch.from_numpy(np.ascontiguousarray(saliency, dtype=np.float64).reshape(saliency.shape[0], -1))
+    n = flat.shape[1]
+    where = float64_device(device)
+    flat = flat.to(where)
+    orders = torch.sort(-flat if order == "descending" else flat, dim=1, stable=True).indices
+    ranks = torch.empty_like(orders)
+    ranks.scatter_(1, orders, torch.arange(n, device=where).expand_as(orders))
+    return ranks.to(device)
+
+
 def pixel_count(numerator: int | np.ndarray, denominator: int, n: int) -> np.ndarray:
     """``floor(numerator / denominator * n)`` in exact integer arithmetic (int64).
 
@@ -130,9 +150,10 @@ def masks_on(masks: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(masks)).to(device, non_blocking=True)
 
 
-def replace(image: torch.Tensor, masks: np.ndarray, fill: torch.Tensor) -> torch.Tensor:
-    """``(K, C, H, W)``: ``image`` with the pixels of each ``(K, H, W)`` mask taken from ``fill``."""
-    m = masks_on(masks, image.device)[:, None]
+def replace(image: torch.Tensor, masks: np.ndarray | torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
+    """``(K, C, H, W)``: ``image`` with the pixels of each ``(K, H, W)`` mask (host or device) taken
+    from ``fill``."""
+    m = (masks.to(image.device) if isinstance(masks, torch.Tensor) else masks_on(masks, image.device))[:, None]
     return torch.where(m, fill.to(image.device, image.dtype).expand_as(image)[None], image[None])
 
 

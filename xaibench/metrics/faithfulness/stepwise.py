@@ -33,13 +33,14 @@ from xaibench.metrics.faithfulness.field_base import (
     score_steps,
     step_masks,
 )
+from xaibench.metrics.faithfulness.perturbation import Order
 from xaibench.params import Param
 
 
 class _Stepwise(FieldFaithfulnessMetric):
     """Shared set-up: the step size and the pixel ranks of each valid sample, on the device."""
 
-    order: ClassVar[str] = "descending"
+    order: ClassVar[Order] = "descending"
 
     def plan(self, ctx: FaithfulnessBatch) -> tuple[int, int, dict[int, torch.Tensor], list[str | None]]:
         """``(features_in_step, steps, {b: (H*W,) pixel ranks on the device}, reasons)`` for the batch."""
