@@ -490,3 +490,17 @@ def test_metric_metadata():
     assert METRICS["deletion"].direction == "lower" and METRICS["average_drop"].direction == "lower"
     with pytest.raises(ValueError, match="thresholds"):
         METRICS["road_necessity"](thresholds=(0, 50))
+
+
+def test_deletion_and_insertion_with_every_map_non_finite_are_n_a_without_an_error():
+    """The pixel ranks are sorted on the device for the valid maps only; with none valid there is
+    nothing to sort and every sample is n/a with the map's reason."""
+    from xaibench.metrics.faithfulness.curves import Deletion, Insertion
+
+    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+    model = ToyModel(module, 8)
+    inputs = torch.zeros(2, 3, 8, 8)
+    for cls in (Deletion, Insertion):
+        out = cls(steps=4).score(make_batch(model, inputs, np.full((2, 8, 8), np.nan)))
+        assert np.isnan(out.values).all()
+        assert out.reasons == ["saliency map contains NaN or infinite values"] * 2

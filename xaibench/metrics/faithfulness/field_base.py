@@ -3,7 +3,7 @@ and the step masks, built on the model's device.
 
 A "step" is ``features_in_step`` pixels of a saliency order (all colour channels of a pixel
 together: Quantus issue 75 perturbs one channel value at a time); masks are made on the device
-from one ``(H*W,)`` rank tensor per sample, so only that tensor crosses from the host.
+from one ``(H*W,)`` rank tensor per sample, itself sorted there (:func:`pixel_ranks`).
 """
 
 from __future__ import annotations

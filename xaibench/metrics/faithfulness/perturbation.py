@@ -67,8 +67,8 @@ def device_ranks(saliency: np.ndarray, order: Order, device: torch.device | str)
     """``(B, H*W)`` int64 on ``device``: the position of every pixel of each ``(B, H, W)`` map in
     :func:`saliency_order`'s order (ties by pixel index), from one stable float64 sort of all the
     maps on the device (the same positions on every device; the map must be finite)."""
-    flat = torch.from_numpy(np.ascontiguousarray(saliency, dtype=np.float64).reshape(saliency.shape[0], -1))
-    n = flat.shape[1]
+    n = int(np.prod(saliency.shape[1:]))
+    flat = torch.from_numpy(np.ascontiguousarray(saliency, dtype=np.float64).reshape(saliency.shape[0], n))
     where = float64_device(device)
     flat = flat.to(where)
     orders = torch.sort(-flat if order == "descending" else flat, dim=1, stable=True).indices
