@@ -159,7 +159,7 @@ def replace(image: torch.Tensor, masks: np.ndarray | torch.Tensor, fill: torch.T
 
 def perturb(
     image: torch.Tensor,
-    masks: np.ndarray,
+    masks: np.ndarray | torch.Tensor,
     perturbation: Perturbation,
     field: torch.Tensor | None,
     *,
@@ -170,7 +170,8 @@ def perturb(
 ) -> torch.Tensor:
     """Perturb the masked pixels of one normalised ``(C, H, W)`` image for every mask.
 
-    ``field`` comes from :func:`noise_field` (ignored for ``black``). Returns
+    ``masks``: ``(K, H, W)`` bool, on the host or on any device. ``field`` comes from
+    :func:`noise_field` (ignored for ``black``). Returns
     ``(K, C, H, W)`` float32 on the image's device. ``imputation`` picks the solver of
     ``road`` (:func:`imputation_backend`).
     """
@@ -182,10 +183,11 @@ def perturb(
         return replace(image, masks, field)
     if perturbation == "road":
         if imputation_backend(image.device, imputation) == "torch":
-            removed = masks_on(masks, image.device)
+            removed = masks.to(image.device) if isinstance(masks, torch.Tensor) else masks_on(masks, image.device)
             return noisy_linear_imputation_torch(image, removed, field[None], noise_std=road_noise)
+        host = masks.cpu().numpy() if isinstance(masks, torch.Tensor) else masks
         out = noisy_linear_imputation(
-            image.detach().cpu().numpy(), masks, field.detach().cpu().numpy()[None], noise_std=road_noise
+            image.detach().cpu().numpy(), host, field.detach().cpu().numpy()[None], noise_std=road_noise
         )
         return torch.from_numpy(out).to(image.device)
     raise ValueError(f"unknown perturbation {perturbation!r}; known: {', '.join(PERTURBATIONS)}")

@@ -30,12 +30,11 @@ from xaibench.metrics.faithfulness.perturbation import (
     Imputation,
     Order,
     Perturbation,
-    first_k_masks,
+    device_ranks,
     imputation_backend,
     noise_field,
     perturb,
     pixel_count,
-    saliency_order,
 )
 from xaibench.metrics.variants import former_names, variant
 from xaibench.params import Param
@@ -93,6 +92,13 @@ def road_curves(
     fields: dict[int, torch.Tensor | None] = {}
     shape = ctx.saliency.shape[1:]
     noise = float(params["road_noise"])
+    orders = tuple(orders)
+    valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+    # pixel ranks sorted on the device, the steps' pixel counts copied once: masks are made there
+    ranks = {
+        order: dict(zip(valid, device_ranks(ctx.saliency[valid], order, ctx.device), strict=True)) for order in orders
+    }
+    limits = torch.from_numpy(todo).to(ctx.device)
     for b in range(len(ctx.ids)):
         if ctx.valid[b]:
             continue
@@ -105,10 +111,10 @@ def road_curves(
                 rng = sample_rng(ctx.seed, ctx.ids[b], f"road/{perturbation}")
                 field = noise_field(perturbation, tuple(ctx.inputs.shape[1:]), rng, ctx.mean, ctx.std)
                 fields[b] = None if field is None else field.to(ctx.device)
-            ranking = saliency_order(ctx.saliency[b : b + 1], order)[0]
+            rank = ranks[order][b]
 
-            def make(start: int, stop: int, b: int = b, ranking: np.ndarray = ranking) -> torch.Tensor:
-                masks = first_k_masks(ranking, todo[start:stop], shape)
+            def make(start: int, stop: int, b: int = b, rank: torch.Tensor = rank) -> torch.Tensor:
+                masks = (rank[None, :] < limits[start:stop, None]).view(stop - start, *shape)  # first k pixels
                 image = ctx.device_inputs[b]
                 field = fields[b]
                 return perturb(
