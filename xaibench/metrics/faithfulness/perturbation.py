@@ -87,13 +87,6 @@ def pixel_count(numerator: int | np.ndarray, denominator: int, n: int) -> np.nda
     return (num * n) // denominator
 
 
-def first_k_masks(order: np.ndarray, counts: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """``(K, H, W)`` bool masks: mask k holds the first ``counts[k]`` pixels of ``order``."""
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size)
-    return (rank[None, :] < np.asarray(counts)[:, None]).reshape(len(counts), *shape)
-
-
 def imputation_backend(device: torch.device | str, choice: Imputation = "auto") -> Literal["superlu", "torch"]:
     """The solver of the ``road`` imputation for images on ``device``.
 
@@ -145,15 +138,17 @@ def noise_field(
     raise ValueError(f"unknown perturbation {perturbation!r}; known: {', '.join(PERTURBATIONS)}")
 
 
-def masks_on(masks: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``(K, H, W)`` bool masks as a tensor on ``device`` (the only host-to-device copy of a perturbation)."""
+def masks_on(masks: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``(K, H, W)`` bool masks, from the host or any device, as a tensor on ``device``."""
+    if isinstance(masks, torch.Tensor):
+        return masks.to(device)
     return torch.from_numpy(np.ascontiguousarray(masks)).to(device, non_blocking=True)
 
 
 def replace(image: torch.Tensor, masks: np.ndarray | torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
     """``(K, C, H, W)``: ``image`` with the pixels of each ``(K, H, W)`` mask (host or device) taken
     from ``fill``."""
-    m = (masks.to(image.device) if isinstance(masks, torch.Tensor) else masks_on(masks, image.device))[:, None]
+    m = masks_on(masks, image.device)[:, None]
     return torch.where(m, fill.to(image.device, image.dtype).expand_as(image)[None], image[None])
 
 
@@ -183,7 +178,7 @@ def perturb(
         return replace(image, masks, field)
     if perturbation == "road":
         if imputation_backend(image.device, imputation) == "torch":
-            removed = masks.to(image.device) if isinstance(masks, torch.Tensor) else masks_on(masks, image.device)
+            removed = masks_on(masks, image.device)
             return noisy_linear_imputation_torch(image, removed, field[None], noise_std=road_noise)
         host = masks.cpu().numpy() if isinstance(masks, torch.Tensor) else masks
         out = noisy_linear_imputation(
