@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from xaibench.plugins import manager
@@ -13,3 +16,24 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> manager.Registry:
     reg = manager.Registry()
     monkeypatch.setattr(manager, "_REGISTRY", reg)
     return reg
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """A test that failed while Ray runs in this process reports the end of Ray's own logs (the
+    raylet's and the control store's): a CI log then shows why Ray did not start an actor,
+    which no test output says otherwise."""
+    outcome = yield
+    report = outcome.get_result()
+    ray = sys.modules.get("ray")
+    if not report.failed or ray is None or not ray.is_initialized():
+        return
+    try:
+        logs = Path(ray._private.worker._global_node.get_logs_dir_path())  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - Ray not started in this process, or down
+        return
+    for name in ("raylet.out", "gcs_server.out", "raylet.err"):
+        path = logs / name
+        if path.is_file():
+            lines = path.read_text(errors="replace").splitlines()[-40:]
+            report.sections.append((f"Ray's {name} (last 40 lines)", "\n".join(lines)))

@@ -68,6 +68,7 @@ import os
 import pickle
 import re
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 from xaibench.errors import XaibenchError
@@ -204,10 +205,13 @@ class RayTransport:
         self.env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
         self.actor_class = ray.remote(RayWorker).options(num_cpus=threads, max_restarts=0, max_task_retries=0)
         self.groups: dict[str, str] = {}
+        self.slots: list[RaySlot] = []  # the actors started and not yet closed (for start_error's diagnosis)
 
     def start(self) -> RaySlot:
         plugins = catalogue.handed_over()  # the actors' children register them without probing again
-        return RaySlot(self.ray, self.actor_class.remote(self.threads, self.env, self.sandboxed, plugins))
+        slot = RaySlot(self.ray, self.actor_class.remote(self.threads, self.env, self.sandboxed, plugins))
+        self.slots = [s for s in self.slots if not s.closed] + [slot]
+        return slot
 
     def group(self, explainer: str) -> str:
         """The distribution of ``explainer`` (its name when the registry does not know it)."""
@@ -231,13 +235,67 @@ class RayTransport:
     def start_error(self, reason: str | None) -> Exception:
         if reason is not None:
             return XaibenchError(f"--executor ray: Ray workers die while starting ({reason})")
+        starting = [s for s in self.slots if s.method == "ready" and s.ref is not None and not s.closed]
         return XaibenchError(
             f"--executor ray: a Ray worker did not start within {START_SECONDS:g} s "
-            f"(each needs {self.threads} free CPU{'s' if self.threads > 1 else ''})"
+            f"(each needs {self.threads} free CPU{'s' if self.threads > 1 else ''}; "
+            f"{start_diagnosis(self.ray, [s.actor for s in starting])})"
         )
 
     def close(self) -> None:
         """Nothing: Ray itself stays up for a later executor in this process."""
+
+
+def _actor_state(ray: Any, actor: Any) -> tuple[str, int]:
+    """Ray's state of ``actor`` (``"PENDING_CREATION"``, ``"ALIVE"``, ...) and its process id (0
+    before it has one), from Ray's control store; ``("unknown", 0)`` where Ray does not say."""
+    try:
+        from ray._private import state  # no public API tells this without Ray's dashboard
+
+        info = state.actors(actor._actor_id.hex())
+        return str(info.get("State") or "unknown"), int(info.get("Pid") or 0)
+    except Exception:  # noqa: BLE001 - a diagnosis only: another Ray version, Ray down
+        return "unknown", 0
+
+
+def _last_log_line(ray: Any, pid: int) -> str:
+    """The last line an actor process ``pid`` wrote to its stderr log (its child's ``[worker]``
+    lines go there), on this machine's Ray node; ``""`` where there is none."""
+    try:
+        logs = Path(ray._private.worker._global_node.get_logs_dir_path())
+        lines = [
+            line.strip()
+            for path in logs.glob(f"worker-*-{pid}.err")
+            for line in path.read_text(errors="replace").splitlines()
+        ]
+    except Exception:  # noqa: BLE001 - a diagnosis only: a remote node, another Ray version
+        return ""
+    lines = [line for line in lines if line and not line.startswith(":")]  # Ray's own ":job_id:" markers
+    return lines[-1][:200] if lines else ""
+
+
+def start_diagnosis(ray: Any, actors: Sequence[Any]) -> str:
+    """Why actors have not said they are ready, as far as Ray tells, for the run's one-line error:
+    Ray's free CPUs and each actor's state (``"PENDING_CREATION"``: Ray has not started its
+    process, e.g. no free CPU; ``"ALIVE"``: its child has not said ready, with the last line the
+    actor logged), and where Ray's logs are on this machine."""
+    parts = []
+    try:
+        free, total = ray.available_resources().get("CPU", 0.0), ray.cluster_resources().get("CPU", 0.0)
+        parts.append(f"Ray has {free:g} of {total:g} CPUs free")
+    except Exception:  # noqa: BLE001 - a diagnosis only
+        pass
+    for actor in actors:
+        state, pid = _actor_state(ray, actor)
+        if state == "ALIVE":
+            last = _last_log_line(ray, pid)
+            said = f", its last line: {last}" if last else ", nothing logged"
+            parts.append(f"actor {pid} alive, its child not ready{said}")
+        else:
+            parts.append(f"actor {state.lower().replace('_', ' ')}")
+    with contextlib.suppress(Exception):  # a diagnosis only: no local node, another Ray version
+        parts.append(f"Ray's logs: {ray._private.worker._global_node.get_logs_dir_path()}")
+    return "; ".join(parts) if parts else "Ray says nothing more"
 
 
 def start_ray(ray: Any, *, cpus: int, address: str | None) -> None:
