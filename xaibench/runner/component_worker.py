@@ -40,7 +40,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -56,7 +55,7 @@ from xaibench.plugins import manager
 from xaibench.plugins.manager import remote_distribution
 from xaibench.runner import wire
 from xaibench.runner.frames import WorkerFailed, read_frame, write_frame
-from xaibench.runner.processes import exit_reason, remove_scratch, start_child
+from xaibench.runner.processes import exit_reason, new_scratch, remove_scratch, start_child
 
 CHILD_MODULE = "xaibench.runner.component_child"
 START_SECONDS = 120.0  # at least this long to start: the child imports torch and the plugin first
@@ -110,7 +109,7 @@ class ComponentWorker:
         except Exception as exc:  # noqa: BLE001 - parameters the format cannot hold
             raise XaibenchError(f"{self.where}: its parameters cannot be sent to its worker: {exc}"[:400]) from None
         try:
-            self.scratch = tempfile.mkdtemp(prefix=f"xaibench-{self.kind}-worker-")
+            self.scratch = new_scratch(f"{self.kind}-worker")
             child = start_child(CHILD_MODULE, self.scratch, prefix=f"[{self.kind} worker] ", single_blas_thread=True)
         except OSError as exc:
             remove_scratch(self.scratch)

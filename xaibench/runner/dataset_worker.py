@@ -32,7 +32,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -44,7 +43,7 @@ from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry, remote_distribution
 from xaibench.runner import wire
 from xaibench.runner.frames import FRAME, WorkerFailed, read_exact, sample_from_data, write_frame
-from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch, start_child
+from xaibench.runner.processes import OutputForwarder, exit_reason, new_scratch, remove_scratch, start_child
 
 CHILD_MODULE = "xaibench.runner.dataset_child"
 DEFAULT_TIMEOUT = 1800.0  # seconds a load may take when the run sets no --timeout
@@ -251,7 +250,7 @@ class _Child:
         self.output: OutputForwarder | None = None
 
     def start(self) -> None:
-        self.scratch = tempfile.mkdtemp(prefix="xaibench-dataset-worker-")
+        self.scratch = new_scratch("dataset-worker")
         child = start_child(CHILD_MODULE, self.scratch, prefix=OUTPUT_PREFIX, single_blas_thread=True)
         self.process, self.output = child.process, child.output
         self.to_child, self.from_child = child.to_child, child.from_child

@@ -45,7 +45,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -62,7 +61,7 @@ from xaibench.runner import wire
 from xaibench.runner.executors import ExplainerHandle
 from xaibench.runner.explain import track_model_spec
 from xaibench.runner.frames import WorkerFailed, read_frame, sample_data, write_frame
-from xaibench.runner.processes import exit_reason, remove_scratch, start_child
+from xaibench.runner.processes import exit_reason, new_scratch, remove_scratch, start_child
 from xaibench.runner.track import TrackContext
 
 CHILD_MODULE = "xaibench.runner.metric_child"
@@ -220,7 +219,7 @@ class _Child:
     """One running metric worker: the process, its pipes, scratch folder and output forwarder."""
 
     def __init__(self, distribution: str, threads: int) -> None:
-        self.scratch = tempfile.mkdtemp(prefix="xaibench-metric-worker-")
+        self.scratch = new_scratch("metric-worker")
         child = start_child(CHILD_MODULE, self.scratch, prefix=OUTPUT_PREFIX)
         self.process, self.output = child.process, child.output
         self.to_child, self.from_child = child.to_child, child.from_child

@@ -1,6 +1,6 @@
 """What the executors share about the processes that run plugin code: how their output reaches
-the terminal (:class:`OutputForwarder`), the n/a reason of one that ended (:func:`exit_reason`)
-the removal of a scratch folder (:func:`remove_scratch`) and the start of a fresh child that
+the terminal (:class:`OutputForwarder`), the n/a reason of one that ended (:func:`exit_reason`),
+their scratch folders (:func:`new_scratch`, :func:`remove_scratch`) and the start of a fresh child that
 talks over its stdin and stdout (:func:`start_child`). Standard library only: a Ray
 actor's child imports nothing heavy before it enters its sandbox (:mod:`xaibench.runner.ray_child`).
 """
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import site
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,33 @@ def exit_reason(code: int | None) -> str:
             name = f"signal {-code}"
         return f"worker killed by signal {name}"
     return f"worker exited with status {code}"
+
+
+# A scratch folder is f"{SCRATCH_PREFIX}{kind}-{owner's pid}-{random}" (mkdtemp's random part has no "-").
+SCRATCH_PREFIX = "xaibench-"
+_SCRATCH_OWNER = re.compile(rf"{SCRATCH_PREFIX}[a-z-]+?-(\d+)-[^-]+$")
+
+
+def new_scratch(kind: str, root: str | None = None) -> str:
+    """A fresh scratch folder for a worker of ``kind`` (``"worker"``, ``"metric-worker"``, ...) in
+    ``root`` (this process's temporary folder), named after this process, which owns it and
+    removes it when the worker ends. The folders of owners that have ended without removing
+    theirs (killed) are removed first (:func:`sweep_scratch`)."""
+    root = root or tempfile.gettempdir()
+    sweep_scratch(root)
+    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{kind}-{os.getpid()}-", dir=root)
+
+
+def sweep_scratch(root: str) -> None:
+    """Remove the scratch folders in ``root`` whose owner has ended (Linux: ``/proc``; elsewhere
+    nothing). A folder of a live owner, or of another user, stays."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError), os.scandir(root) as entries:
+        for entry in entries:
+            owner = _SCRATCH_OWNER.match(entry.name)
+            if owner and not os.path.exists(f"/proc/{owner.group(1)}") and entry.is_dir(follow_symlinks=False):
+                remove_scratch(entry.path)
 
 
 def remove_scratch(scratch: str | None) -> None:

@@ -30,20 +30,20 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from xaibench.runner.processes import OutputForwarder, remove_scratch
+from xaibench.runner import processes
+from xaibench.runner.processes import OutputForwarder, new_scratch, remove_scratch
 from xaibench.runner.processes import exit_reason as code_reason
 from xaibench.runner.wire import MAX_REPLY_BYTES, Refused, encode
 
 # The script an actor runs as its child, where plugin code runs (see xaibench/runner/ray_child.py).
 CHILD_SCRIPT = Path(__file__).resolve().with_name("ray_child.py")
 # An actor's child's scratch folder: f"{SCRATCH_PREFIX}{actor pid}-..." in the actor's temporary folder.
-SCRATCH_PREFIX = "xaibench-ray-"
+SCRATCH_PREFIX = f"{processes.SCRATCH_PREFIX}ray-"
 PLUGINS_FILE = "plugins.json"  # in the child's scratch folder: the driver's plugin descriptions
 # How long to wait for the exit status of a child that closed its socket or was killed.
 EXIT_WAIT_SECONDS = 10.0
@@ -59,24 +59,12 @@ class ChildEnded:
     reason: str
 
 
-def _sweep_scratch(root: str) -> None:
-    """Remove the scratch folders of actors that ended without removing them (killed)."""
-    with contextlib.suppress(OSError), os.scandir(root) as entries:
-        for entry in entries:
-            pid = entry.name.removeprefix(SCRATCH_PREFIX).split("-")[0]
-            if entry.name.startswith(SCRATCH_PREFIX) and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                remove_scratch(entry.path)
-
-
 class Child:
     """An actor's sandboxed child process (:mod:`xaibench.runner.ray_child`), the actor's end of
     its socket, and the thread that forwards its output (escaped) to the actor's log."""
 
     def __init__(self, threads: int, sandboxed: bool, plugins: dict[str, Any] | None = None) -> None:
-        root = tempfile.gettempdir()
-        if sys.platform.startswith("linux"):
-            _sweep_scratch(root)
-        self.scratch: str | None = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root)
+        self.scratch: str | None = new_scratch("ray")  # the folders of actors killed before are removed
         # the driver's plugin descriptions: the child registers them without probing every plugin again
         with open(os.path.join(self.scratch, PLUGINS_FILE), "w") as out:
             json.dump(plugins or {}, out)

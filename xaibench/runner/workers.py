@@ -81,7 +81,7 @@ from xaibench.runner.executors import (
     encode_reply,
     plain_reply,
 )
-from xaibench.runner.processes import OutputForwarder, exit_reason, remove_scratch, say_once
+from xaibench.runner.processes import OutputForwarder, exit_reason, new_scratch, remove_scratch, say_once
 from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
 from xaibench.runner.wire import MAX_REPLY_BYTES, Refused
 from xaibench.sandbox import (
@@ -264,7 +264,7 @@ def _zygote_main(
                         control.send(("preloaded", f"{type(exc).__name__}: {exc}"))
                 elif message[0] == "spawn":
                     here, there = ctx.Pipe()
-                    scratch = _new_scratch() if sandboxed else None
+                    scratch = new_scratch("worker") if sandboxed else None
                     process = ctx.Process(
                         target=_worker_main,
                         args=(there, registry, threads, models.models, (control, events, here), scratch),
@@ -286,11 +286,6 @@ def _zygote_main(
         kill_orphans({})  # the workers too: killed and reaped
         for scratch in scratches.values():
             remove_scratch(scratch)
-
-
-def _new_scratch() -> str:
-    """A fresh scratch folder for one worker (in the runner's temporary folder)."""
-    return tempfile.mkdtemp(prefix="xaibench-worker-")
 
 
 def _children() -> list[int]:
