@@ -37,8 +37,9 @@ adds:
   Idle actors are not parked: each holds its CPUs. (Local workers serve one explainer each; a
   fresh Ray actor costs two process starts and an import of torch and the plugins in its child,
   a few seconds, where a local worker is forked.) A new actor that does not start within
-  ``START_SECONDS``, or three dying in a row while starting (their child's last line in the
-  reason), stop the run with one line.
+  ``START_SECONDS`` (the line says Ray's free CPUs, each waiting actor's state and where Ray's
+  logs are: :func:`start_diagnosis`), or three dying in a row while starting (their child's
+  last line in the reason), stop the run with one line.
 - **Constructors run in the children** (:meth:`RayExecutor.describe`), never in the driver.
 - **Answers are data.** A child answers in bytes of :mod:`xaibench.runner.wire` (a JSON header
   and raw numpy arrays, no pickle), at most ``MAX_REPLY_BYTES``, which its actor relays unread
