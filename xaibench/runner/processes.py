@@ -52,7 +52,7 @@ def new_scratch(kind: str, root: str | None = None) -> str:
 
 def sweep_scratch(root: str) -> None:
     """Remove the scratch folders in ``root`` whose owner has ended (Linux: ``/proc``; elsewhere
-    nothing). A folder of a live owner, or of another user, stays."""
+    nothing). A live owner's folder stays, and so does one this process may not remove."""
     if not sys.platform.startswith("linux"):
         return
     with contextlib.suppress(OSError), os.scandir(root) as entries:
