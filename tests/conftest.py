@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -28,9 +27,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> objec
     ray = sys.modules.get("ray")
     if not report.failed or ray is None or not ray.is_initialized():
         return
-    try:
-        logs = Path(ray._private.worker._global_node.get_logs_dir_path())  # type: ignore[union-attr]
-    except Exception:  # noqa: BLE001 - Ray not started in this process, or down
+    from xaibench.runner.ray_executor import ray_logs
+
+    logs = ray_logs(ray)
+    if logs is None:
         return
     for name in ("raylet.out", "gcs_server.out", "raylet.err"):
         path = logs / name

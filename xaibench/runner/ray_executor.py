@@ -259,17 +259,28 @@ def _actor_state(ray: Any, actor: Any) -> tuple[str, int]:
         return "unknown", 0
 
 
+def ray_logs(ray: Any) -> Path | None:
+    """The folder of this machine's Ray node's logs (its session's ``logs``), or ``None`` where
+    this process has no local node (not started, or another Ray version)."""
+    try:
+        return Path(ray._private.worker._global_node.get_logs_dir_path())
+    except Exception:  # noqa: BLE001 - a diagnosis only
+        return None
+
+
 def _last_log_line(ray: Any, pid: int) -> str:
     """The last line an actor process ``pid`` wrote to its stderr log (its child's ``[worker]``
     lines go there), on this machine's Ray node; ``""`` where there is none."""
+    logs = ray_logs(ray)
+    if logs is None:
+        return ""
     try:
-        logs = Path(ray._private.worker._global_node.get_logs_dir_path())
         lines = [
             line.strip()
             for path in logs.glob(f"worker-*-{pid}.err")
             for line in path.read_text(errors="replace").splitlines()
         ]
-    except Exception:  # noqa: BLE001 - a diagnosis only: a remote node, another Ray version
+    except OSError:  # a log rotated away while read
         return ""
     lines = [line for line in lines if line and not line.startswith(":")]  # Ray's own ":job_id:" markers
     return lines[-1][:200] if lines else ""
@@ -294,8 +305,9 @@ def start_diagnosis(ray: Any, actors: Sequence[Any]) -> str:
             parts.append(f"actor {pid} alive, its child not ready{said}")
         else:
             parts.append(f"actor {state.lower().replace('_', ' ')}")
-    with contextlib.suppress(Exception):  # a diagnosis only: no local node, another Ray version
-        parts.append(f"Ray's logs: {ray._private.worker._global_node.get_logs_dir_path()}")
+    logs = ray_logs(ray)
+    if logs is not None:
+        parts.append(f"Ray's logs: {logs}")
     return "; ".join(parts) if parts else "Ray says nothing more"
 
 

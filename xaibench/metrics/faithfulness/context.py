@@ -54,6 +54,11 @@ class FaithfulnessBatch:
         return self.inputs.to(self.device)
 
     @property
+    def scorable(self) -> list[int]:
+        """Indices of the samples whose map can be scored (no reason in ``valid``), in order."""
+        return [b for b, reason in enumerate(self.valid) if not reason]
+
+    @property
     def pixels(self) -> int:
         """Pixels per map at the model input size."""
         return int(self.saliency.shape[1] * self.saliency.shape[2])

@@ -156,7 +156,7 @@ class SensitivityN(FieldFaithfulnessMetric):
         runs = int(self.params["nr_runs"])
         sizes = ff.subset_sizes(ctx.pixels, int(self.params["sizes"]), float(self.params["n_max_percentage"]))
         fill = fill_value(ctx, self.params["baseline"])
-        valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        valid = ctx.scorable
         p0 = ctx.clean_probabilities() if valid else np.zeros(0)
         home = float64_device(ctx.device)
         flat = torch.from_numpy(ctx.saliency.reshape(len(ctx.ids), -1)).to(home)

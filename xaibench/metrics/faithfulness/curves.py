@@ -48,7 +48,7 @@ class CurveMetric(FaithfulnessMetric):
         scorer = BatchedScorer(ctx)
         plans: dict[int, tuple[np.ndarray, dict[int, float]]] = {}
         shape = ctx.saliency.shape[1:]
-        valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        valid = ctx.scorable
         ranks = dict(zip(valid, device_ranks(ctx.saliency[valid], "descending", ctx.device), strict=True))
         for b in range(len(ctx.ids)):
             if ctx.valid[b]:
@@ -133,7 +133,7 @@ class Insertion(CurveMetric):
         p0 = ctx.clean_probabilities()
         sigma = float(self.params["blur_sigma"])
 
-        valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        valid = ctx.scorable
         copies: dict[int, torch.Tensor] = {}
         if valid:  # blurred on the host, all in one copy to the device before the forwards
             stacked = torch.stack([blurred(ctx.inputs[b], sigma) for b in valid]).to(ctx.device)

@@ -67,7 +67,7 @@ class Infidelity(FieldFaithfulnessMetric):
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
         draws = int(self.params["n_perturb_samples"])
-        valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        valid = ctx.scorable
         p0 = ctx.clean_probabilities() if valid else np.zeros(0)
         home = float64_device(ctx.device)
         maps = torch.from_numpy(ctx.saliency.reshape(len(ctx.ids), -1)).to(home)

@@ -224,7 +224,7 @@ class IROF(FieldFaithfulnessMetric):
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
         fill = fill_value(ctx, self.params["baseline"])
-        todo = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        todo = ctx.scorable
         for b in range(len(ctx.ids)):
             reasons[b] = ctx.valid[b]
         segmented = self.segments(ctx, todo)

@@ -93,7 +93,7 @@ def road_curves(
     shape = ctx.saliency.shape[1:]
     noise = float(params["road_noise"])
     orders = tuple(orders)
-    valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+    valid = ctx.scorable
     # pixel ranks sorted on the device, the steps' pixel counts copied once: masks are made there
     ranks = {
         order: dict(zip(valid, device_ranks(ctx.saliency[valid], order, ctx.device), strict=True)) for order in orders

@@ -54,7 +54,7 @@ class Sufficiency(FieldFaithfulnessMetric):
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
         values, reasons, curves = unscored(len(ctx.ids))
-        valid = [b for b in range(len(ctx.ids)) if not ctx.valid[b]]
+        valid = ctx.scorable
         for b in range(len(ctx.ids)):
             reasons[b] = ctx.valid[b]
         if len(valid) < 2:
