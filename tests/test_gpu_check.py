@@ -55,6 +55,14 @@ def test_dry_run_runs_every_step_on_the_cpu(tmp_path: Path) -> None:
     assert suite["figures"]["records"] > 0 and suite["figures"]["leaderboard_rows"] > 0
     assert report["steps"]["explainers"]["dtoh_copies"] == {"skipped": "no CUDA"}
     assert report["steps"]["ray"]["figures"]["differences"] == 0
+    profile = report["steps"]["field"]["profile"]  # where each faithfulness metric's time goes
+    assert set(profile) == {"faithfulness_correlation", "pixel_flipping", "infidelity"}
+    for name, p in profile.items():
+        assert p["wall_s"] > 0 and p["device_busy_s"] is None, name  # no device time on the CPU
+        assert p["torch_ops"] and p["python"], name
+        assert sum(sec for _, _, sec in p["python"]) <= p["wall_s"] * 1.5, name  # own times, not cumulative
+        assert any(key.startswith("aten::") for key, _, _ in p["torch_ops"]), name
+    assert "where pixel_flipping's" in done.stdout
     assert "goal" in done.stdout and "default-suite" in done.stdout  # the summary table
 
 
