@@ -1,7 +1,7 @@
 """Every GPU check of issue 29 in one command (about 4 minutes on one H100), figures to one JSON file.
 
-Steps (``--only STEP``, repeatable): default-suite, explainers, road, field, throughput, ray; each is a
-module of ``bench/gpu/`` whose docstring says what it measures and its goals. ``--dry-run`` runs
+Steps (``--only STEP``, repeatable): default-suite, explainers, road, field, field-profile, throughput,
+ray; each is a module of ``bench/gpu/`` whose docstring says what it measures and its goals. ``--dry-run`` runs
 every step on the CPU with tiny sizes (a few minutes at most on 2 cores) to check the plumbing.
 Each figure is printed with the device name; the JSON holds {"device", "torch", "started",
 "wall_s", "steps": {name: {"status": "ran"|"crashed", "figures", "goals", ...}}}.
@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import torch  # noqa: E402
-from gpu import default_suite, explainers, field, ray_check, road, throughput  # noqa: E402
+from gpu import default_suite, explainers, field, field_profile, ray_check, road, throughput  # noqa: E402
 from gpu.common import Config  # noqa: E402
 
 STEPS = {
@@ -39,6 +39,7 @@ STEPS = {
     "explainers": explainers.run,
     "road": road.run,
     "field": field.run,
+    "field-profile": field_profile.run,
     "throughput": throughput.run,
     "ray": ray_check.run,
 }

@@ -15,7 +15,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "gpu_check.sh"
-STEPS = ("default-suite", "explainers", "road", "field", "throughput", "ray")
+STEPS = ("default-suite", "explainers", "road", "field", "field-profile", "throughput", "ray")
 
 
 def run_check(out: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
@@ -55,7 +55,7 @@ def test_dry_run_runs_every_step_on_the_cpu(tmp_path: Path) -> None:
     assert suite["figures"]["records"] > 0 and suite["figures"]["leaderboard_rows"] > 0
     assert report["steps"]["explainers"]["dtoh_copies"] == {"skipped": "no CUDA"}
     assert report["steps"]["ray"]["figures"]["differences"] == 0
-    profile = report["steps"]["field"]["profile"]  # where each faithfulness metric's time goes
+    profile = report["steps"]["field-profile"]["profile"]  # where each faithfulness metric's time goes
     assert set(profile) == {"faithfulness_correlation", "pixel_flipping", "infidelity"}
     for name, p in profile.items():
         assert p["wall_s"] > 0 and p["device_busy_s"] is None, name  # no device time on the CPU
