@@ -128,7 +128,7 @@ def python_profile(call: Callable[[], None]) -> dict[str, Any]:
         profilers[0].runcall(call)
     finally:
         threading.setprofile(None)  # type: ignore[arg-type]
-    stats = pstats.Stats(*profilers).stats  # {(file, line, function): (calls, primitive, own s, cumulative s, callers)}
+    stats = pstats.Stats(*profilers).stats  # {(file, line, func): (primitive calls, calls, own s, cumul. s, callers)}
     hot = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:HOT]
     return {
         "python": [
