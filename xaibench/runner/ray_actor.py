@@ -43,7 +43,8 @@ from xaibench.runner.wire import MAX_REPLY_BYTES, Refused, encode
 # The script an actor runs as its child, where plugin code runs (see xaibench/runner/ray_child.py).
 CHILD_SCRIPT = Path(__file__).resolve().with_name("ray_child.py")
 # An actor's child's scratch folder: f"{SCRATCH_PREFIX}{actor pid}-..." in the actor's temporary folder.
-SCRATCH_PREFIX = f"{processes.SCRATCH_PREFIX}ray-"
+SCRATCH_KIND = "ray"
+SCRATCH_PREFIX = f"{processes.SCRATCH_PREFIX}{SCRATCH_KIND}-"
 PLUGINS_FILE = "plugins.json"  # in the child's scratch folder: the driver's plugin descriptions
 # How long to wait for the exit status of a child that closed its socket or was killed.
 EXIT_WAIT_SECONDS = 10.0
@@ -64,7 +65,7 @@ class Child:
     its socket, and the thread that forwards its output (escaped) to the actor's log."""
 
     def __init__(self, threads: int, sandboxed: bool, plugins: dict[str, Any] | None = None) -> None:
-        self.scratch: str | None = new_scratch("ray")  # the folders of actors killed before are removed
+        self.scratch: str | None = new_scratch(SCRATCH_KIND)  # the folders of actors killed before are removed
         # the driver's plugin descriptions: the child registers them without probing every plugin again
         with open(os.path.join(self.scratch, PLUGINS_FILE), "w") as out:
             json.dump(plugins or {}, out)
