@@ -13,7 +13,14 @@ import torch
 from torch import nn
 
 from xaibench.api import Model, Sample, TrackSpec
-from xaibench.runner.chance import chance_warning, model_check, true_classes, wilson_interval
+from xaibench.runner.chance import (
+    chance_warning,
+    mean_interval,
+    model_check,
+    true_classes,
+    unlabelled_threshold,
+    wilson_interval,
+)
 from xaibench.runner.health import health_lines, na_share
 from xaibench.runner.track import build_track
 
@@ -106,18 +113,92 @@ def test_candidate_labels_raise_the_chance_level() -> None:
     assert check["at_chance"] is False  # 6 of 10: [0.3127, 0.8318] excludes 0.1
 
 
-def test_unlabelled_at_chance_when_the_mean_top1_is_below_two_over_k() -> None:
-    samples = [sample(i) for i in range(4)]  # no label: the mean-top-1 rule, 2/K = 0.5 for K = 4
+def test_mean_interval_against_hand_computed_values() -> None:
+    # mean 0.35, deviations +-0.05 and +-0.1: sd = sqrt(0.025 / 3) = 0.091287, se = 0.045644,
+    # t(0.975, 3) = 3.182446: half 0.145258
+    low, high = mean_interval(np.array([0.4, 0.45, 0.3, 0.25]))
+    assert (low, high) == pytest.approx((0.204742, 0.495258), abs=1e-6)
+    assert mean_interval(np.array([0.7])) == (0.7, 0.7)  # one value: the point
+    assert mean_interval(np.array([0.9, 0.9, 0.9])) == pytest.approx((0.9, 0.9))
+    with pytest.raises(ValueError, match="no values"):
+        mean_interval(np.array([]))
+
+
+@pytest.mark.parametrize(
+    ("k", "threshold"),
+    # 1/K + (1 - 1/K)/K, worked out: 0.5 + 0.25; 1/3 + 2/9; 0.1 + 0.09; 1/37 + 36/1369; 0.001 + 0.000999
+    [(2, 0.75), (3, 0.555556), (10, 0.19), (37, 0.053324), (1000, 0.001999)],
+)
+def test_unlabelled_threshold_is_a_margin_over_one_over_k_that_shrinks_with_k(k: int, threshold: float) -> None:
+    assert unlabelled_threshold(k) == pytest.approx(threshold, abs=1e-6)
+    assert unlabelled_threshold(k) - 1 / k < 1 / k  # never more than the former rule's 2/K
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        unlabelled_threshold(1)
+
+
+def test_unlabelled_at_chance_when_the_interval_of_the_mean_top1_reaches_the_threshold() -> None:
+    samples = [sample(i) for i in range(4)]  # no label: the mean-top-1 rule, threshold 0.4375 for K = 4
     low = np.array([[0.4, 0.2, 0.2, 0.2], [0.2, 0.45, 0.2, 0.15], [0.3, 0.3, 0.25, 0.15], [0.25] * 4])
-    check = model_check(low, samples)  # mean top-1 (0.4 + 0.45 + 0.3 + 0.25) / 4 = 0.35
+    check = model_check(low, samples)  # mean top-1 0.35, interval [0.2047, 0.4953] (above)
     assert not check["labelled"] and check["mean_top1"] == pytest.approx(0.35) and check["at_chance"] is True
     assert check["accuracy"] is None and check["ci"] is None
-    high = np.array([[0.7, 0.1, 0.1, 0.1]] * 2 + [[0.1, 0.1, 0.5, 0.3]] * 2)  # mean top-1 0.6 >= 0.5
-    assert model_check(high, samples)["at_chance"] is False
+    assert check["top1_ci"] == pytest.approx([0.204742, 0.495258], abs=1e-6) and check["threshold"] == 0.4375
+    assert "does not clear 1/K + (1 - 1/K)/K = 0.4375 (K = 4)" in check["reason"]
+    # mean 0.6 but wide: sd = sqrt(0.04 / 3) = 0.11547, half 3.182446 * 0.057735 = 0.183739 -> low 0.4163
+    wide = np.array([[0.7, 0.1, 0.1, 0.1]] * 2 + [[0.1, 0.1, 0.5, 0.3]] * 2)
+    assert model_check(wide, samples)["at_chance"] is True
+    # mean 0.75, sd 0.057735, half 0.091870 -> low 0.6581 clears 0.4375
+    high = np.array([[0.8, 0.1, 0.05, 0.05]] * 2 + [[0.1, 0.1, 0.7, 0.1]] * 2)
+    check = model_check(high, samples)
+    assert check["at_chance"] is False and check["top1_ci"] == pytest.approx([0.65813, 0.84187], abs=1e-5)
+    assert "clears" in check["reason"] and "does not clear" not in check["reason"]
     # one sample without a class makes the track unlabelled: the rule is not mixed
     mixed = [sample(0, target=0), sample(1, target=0), sample(2, target=0), sample(3)]
     check = model_check(high, mixed)
     assert check["labelled"] is False and check["reason"].startswith("3 of 4 samples labelled; mean top-1")
+    assert model_check(np.zeros((0, 4)), [])["at_chance"] is False  # no samples: nothing to say
+
+
+def test_a_confident_two_class_model_is_not_at_chance() -> None:
+    # the issue's case: mean top-1 0.95 on 16 unlabelled samples; the former rule's 2/K = 1.0 warned
+    top1 = np.array([0.99, 0.91] * 8)
+    probs = np.stack([top1, 1 - top1], axis=1)
+    check = model_check(probs, [sample(i) for i in range(16)])
+    assert check["mean_top1"] == pytest.approx(0.95) and check["at_chance"] is False
+    assert chance_warning("cats-dogs", {"model": {"name": "m"}, "model_check": check}) is None
+
+
+def random_weight_probs(k: int, n: int = 8) -> np.ndarray:
+    """A random-weight ResNet-18 with ``k`` classes on ``n`` random images: its probabilities."""
+    pytest.importorskip("timm")
+    from xaibench.models.timm_model import TimmModel
+
+    model = TimmModel(arch="resnet18", pretrained=False, num_classes=k)
+    images = torch.from_numpy(np.random.default_rng(0).random((n, 3, 48, 48), dtype=np.float32))
+    with torch.no_grad():
+        return torch.softmax(model.module.eval()(images), dim=1).numpy()
+
+
+def confident_probs(k: int, n: int = 8) -> np.ndarray:
+    """:class:`ShadeModel` with ``k`` classes on flat grey images of its classes 0..4: it is sure."""
+    images = torch.stack([torch.full((3, 8, 8), 0.2 * (i % min(k, 5))) for i in range(n)])
+    with torch.no_grad():
+        return torch.softmax(ShadeModel(k).module(images), dim=1).numpy()
+
+
+@pytest.mark.parametrize("k", [2, 3, 10, 1000])
+def test_unlabelled_rule_tells_a_confident_model_from_a_random_weight_one_at_every_k(k: int) -> None:
+    samples = [sample(i) for i in range(8)]
+    confident = model_check(confident_probs(k), samples)
+    assert confident["classes"] == k and confident["mean_top1"] > 0.99 and confident["at_chance"] is False
+    random = model_check(random_weight_probs(k), samples)
+    # random weights: the mean top-1 sits just above 1/K, under the threshold
+    assert random["classes"] == k and 1 / k <= random["mean_top1"] < unlabelled_threshold(k)
+    assert random["at_chance"] is True
+    if k == 2:  # the issue's numbers: a coin flip warns, and the warning says why
+        assert random["mean_top1"] == pytest.approx(0.5, abs=0.1)
+        line = chance_warning("cats-dogs", {"model": {"name": "resnet18"}, "model_check": random})
+        assert line is not None and "does not clear 1/K + (1 - 1/K)/K = 0.75 (K = 2)" in line
 
 
 # ----------------------------------------------------------------------------- from build_track
@@ -193,6 +274,7 @@ def test_a_random_weight_37_class_resnet_is_at_chance() -> None:
     unlabelled = [Sample(id=s.id, image=s.image) for s in samples]
     check = build_track(spec, Shades(), model, unlabelled).provenance["model_check"]  # type: ignore[arg-type]
     assert not check["labelled"] and check["at_chance"] is True and check["mean_top1"] < 2 / 37
+    assert check["top1_ci"][0] <= unlabelled_threshold(37)  # the new rule says so as well as the former
 
 
 # ----------------------------------------------------------------------------- lines from a summary

@@ -10,7 +10,13 @@ probabilities :func:`xaibench.runner.track.build_track` computes anyway) whether
   integer ``Sample.label`` in ``[0, K)``): at chance when the 95 % Wilson score interval of the
   top-1 accuracy contains the chance accuracy (``1/K`` for K model classes; the mean of
   ``|candidates| / K`` when labels span several classes);
-- **unlabelled** track: at chance when the mean top-1 probability is below ``2/K``.
+- **unlabelled** track: at chance when the mean top-1 probability is not clearly above chance:
+  the 95 % interval of the mean (Student's t over the track's samples) reaches down to
+  :func:`unlabelled_threshold` ``(K) = 1/K + (1 - 1/K)/K``. In words: the model's confidence in
+  excess of chance, ``(mean_top1 - 1/K) / (1 - 1/K)`` in [0, 1] (0 for a uniform output, 1 for a
+  certain one), must clearly exceed ``1/K``: half the way to certainty for K = 2 (a threshold of
+  0.75), about ``2/K`` for large K (0.0533 for K = 37, 0.001999 for K = 1000), where the former
+  rule (``mean_top1 < 2/K``) was right but said every two-class model was at chance.
 
 The result is stored in the track's provenance (``provenance["model_check"]``), so the run
 summary, the records' submissions, the leaderboard files and the site all carry it;
@@ -26,7 +32,16 @@ import numpy as np
 
 from xaibench.api import Sample
 
-__all__ = ["Z95", "ModelCheck", "chance_warning", "model_check", "true_classes", "wilson_interval"]
+__all__ = [
+    "Z95",
+    "ModelCheck",
+    "chance_warning",
+    "mean_interval",
+    "model_check",
+    "true_classes",
+    "unlabelled_threshold",
+    "wilson_interval",
+]
 
 Z95 = 1.959963984540054
 """The standard normal quantile of 0.975: a two-sided 95 % interval."""
@@ -49,6 +64,12 @@ class ModelCheck(TypedDict):
     """The 95 % Wilson score interval ``[low, high]`` of the accuracy (labelled tracks; else ``None``)."""
     mean_top1: float
     """Mean over samples of the largest class probability, in [1/K, 1]."""
+    top1_ci: list[float] | None
+    """Unlabelled tracks: the 95 % interval ``[low, high]`` of ``mean_top1`` (:func:`mean_interval`);
+    labelled tracks: ``None``."""
+    threshold: float | None
+    """Unlabelled tracks: :func:`unlabelled_threshold` of K, the value ``top1_ci`` must clear;
+    labelled tracks: ``None``."""
     at_chance: bool
     reason: str
     """One sentence: the numbers the verdict rests on."""
@@ -69,6 +90,32 @@ def wilson_interval(successes: int, n: int) -> tuple[float, float]:
 
     ci = binomtest(successes, n).proportion_ci(confidence_level=0.95, method="wilson")
     return max(0.0, float(ci.low)), min(1.0, float(ci.high))
+
+
+def mean_interval(values: np.ndarray) -> tuple[float, float]:
+    """The 95 % Student's t interval ``(low, high)`` of the mean of ``values`` (1-D, any unit):
+    ``mean ± t(0.975, n - 1) · sd / sqrt(n)`` with the sample standard deviation. One value, or
+    values all equal, give the point ``(mean, mean)``: nothing says it varies."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    if values.size == 0:
+        raise ValueError("mean_interval: no values")
+    mean = float(values.mean())
+    if values.size < 2:
+        return mean, mean
+    from scipy.stats import t
+
+    half = float(t.ppf(0.975, values.size - 1)) * float(values.std(ddof=1)) / float(np.sqrt(values.size))
+    return mean - half, mean + half
+
+
+def unlabelled_threshold(classes: int) -> float:
+    """The mean top-1 probability an unlabelled track's model must clearly exceed not to be at
+    chance: ``1/K + (1 - 1/K)/K`` for K = ``classes`` >= 2 (a probability). It is the point where
+    the confidence in excess of chance, ``(p - 1/K) / (1 - 1/K)``, equals ``1/K``: 0.75 for K = 2,
+    0.5556 for K = 3, 0.19 for K = 10, 0.001999 for K = 1000 (about ``2/K`` as K grows)."""
+    if classes < 2:
+        raise ValueError(f"unlabelled_threshold: need at least 2 classes, got {classes}")
+    return 1.0 / classes + (1.0 - 1.0 / classes) / classes
 
 
 def true_classes(sample: Sample, rule: str, classes: int) -> frozenset[int] | None:
@@ -97,7 +144,7 @@ def model_check(probs: np.ndarray, samples: Sequence[Sample], rule: str = "predi
     n, k = int(probs.shape[0]), int(probs.shape[1])
     if n != len(samples):
         raise ValueError(f"model_check: {n} rows of probabilities for {len(samples)} samples")
-    mean_top1 = float(probs.max(axis=1).mean())
+    mean_top1 = float(probs.max(axis=1).mean()) if n else 0.0
     truth = [true_classes(s, rule, k) for s in samples]
     labelled = n > 0 and all(t is not None for t in truth)
     out: ModelCheck = {
@@ -108,6 +155,8 @@ def model_check(probs: np.ndarray, samples: Sequence[Sample], rule: str = "predi
         "accuracy": None,
         "ci": None,
         "mean_top1": round(mean_top1, 6),
+        "top1_ci": None,
+        "threshold": None,
         "at_chance": False,
         "reason": "",
     }
@@ -131,14 +180,21 @@ def model_check(probs: np.ndarray, samples: Sequence[Sample], rule: str = "predi
             ),
         )
         return out
-    at_chance = mean_top1 < 2.0 / k
+    if n == 0:
+        out["reason"] = "no samples: nothing to check"
+        return out
+    threshold = unlabelled_threshold(k)
+    low, high = mean_interval(probs.max(axis=1))
+    at_chance = low <= threshold
     known = sum(t is not None for t in truth)
     labels = f"{known} of {n} samples labelled" if known else "no labels"
     out.update(
+        top1_ci=[round(low, 6), round(high, 6)],
+        threshold=round(threshold, 6),
         at_chance=at_chance,
         reason=(
-            f"{labels}; mean top-1 probability {mean_top1:.3f} is "
-            f"{'below' if at_chance else 'at least'} 2/K = {2.0 / k:.3f} (K = {k})"
+            f"{labels}; mean top-1 probability {mean_top1:.3f}, 95 % interval [{low:.3f}, {high:.3f}], "
+            f"{'does not clear' if at_chance else 'clears'} 1/K + (1 - 1/K)/K = {threshold:.4g} (K = {k})"
         ),
     )
     return out
