@@ -13,7 +13,7 @@ Layers, bottom to top (``docs/architecture.md`` shows the same table):
 5. publishing and tools built on runs: ``publish``, ``pasta.training``, ``results`` (DataFrames),
    ``applications`` (``xaibench tune`` and ``select``), ``metaeval`` (meta-evaluation, ``xaibench meta``)
 6. the static site: ``site``
-7. the entry points: ``testing``, ``scaffold``, ``cli``, ``python_api`` and the package facade ``xaibench``
+7. the entry points: ``testing``, ``scaffold``, ``cli``, ``python_api``, ``record`` and the package facade ``xaibench``
 
 Within a layer a module may import a sibling, as long as no circle forms. Both rules are checked
 on two graphs: modules, and the top-level modules and sub-packages (where a circle between two
@@ -66,6 +66,7 @@ LAYERS: dict[str, int] = {
     "xaibench.scaffold": 7,
     "xaibench.cli": 7,
     "xaibench.python_api": 7,
+    "xaibench.record": 7,
     "xaibench": 7,
 }
 

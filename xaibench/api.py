@@ -401,5 +401,11 @@ class Suite(Component):
         """One line for ``xaibench list suites`` (e.g. which data roots were found)."""
         return ""
 
+    def revisions(self) -> Mapping[str, tuple[str, int]]:
+        """Track name -> the ``(revision, number of samples)`` its dataset must have: a suite that
+        pins its data (the official suite, DESIGN 10) says so here, and a run whose copy differs
+        stops before any work with one line naming the dataset and what differs. Default: none."""
+        return {}
+
 
 Register = Callable[[type[Component]], None]

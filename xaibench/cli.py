@@ -1151,6 +1151,78 @@ def records_export(workdir: Path, out: Path | None) -> None:
         click.echo(f"{n} records written to {out}", err=True)
 
 
+@cli.group("record")
+def record_group() -> None:
+    """The leaderboard of record: the official suite's committed submissions and board (docs/record.md)."""
+
+
+@record_group.command("build")
+@click.option(
+    "--explainer",
+    "-e",
+    "explainers",
+    multiple=True,
+    default=("all",),
+    show_default=True,
+    help="Explainers to compute (comma-separated or repeated); only what their submissions lack is run.",
+)
+@click.option("--track", "tracks", multiple=True, help="Only these tracks of the suite (repeatable).")
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("record"),
+    show_default=True,
+    help="Folder of the records: the suite's record is ROOT/<suite>/.",
+)
+@DATA_DIR_OPTION
+@click.option(
+    "--executor",
+    type=click.Choice(CLI_EXECUTORS),
+    default="local",
+    show_default=True,
+    help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
+)
+@WORKERS_OPTION
+@click.option("--threads", default=2, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads.")
+@TIMEOUT_OPTION
+@QUIET_OPTION
+def record_build(
+    explainers: tuple[str, ...],
+    tracks: tuple[str, ...],
+    root: Path,
+    data_dir: Path | None,
+    executor: str,
+    workers: int,
+    threads: int,
+    timeout: float,
+    quiet: bool,
+) -> None:
+    """Compute what the record of the official suite lacks, one explainer at a time, resumably.
+
+    \b
+    Each explainer's submission is written to ROOT/<suite>/submissions/ when it is done; a killed
+    build resumes where it stopped (its workdir .xaibench/record/<suite>/ keeps the records and
+    explanations). Adding an explainer computes only that explainer.
+    """
+    from xaibench.record import build_record, record_paths
+    from xaibench.suites.record import RECORD_SUITE
+
+    done = build_record(
+        explainers=_split(explainers),
+        tracks=_split(tracks) or None,
+        paths=record_paths(RECORD_SUITE, root),
+        data=data_dir,
+        executor=executor,
+        workers=workers,
+        threads=threads,
+        timeout=timeout,
+        progress=not quiet,
+        say=lambda line: console.print(line, markup=False, highlight=False),
+    )
+    if done.failed:
+        sys.exit(1)
+
+
 @cli.command("new-plugin")
 @click.argument("name")
 @click.option(

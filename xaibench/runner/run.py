@@ -27,6 +27,7 @@ from xaibench.files import remove_leftovers, write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.config import RunConfig
+from xaibench.runner.dataset_worker import open_dataset
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.estimate import REPORT_ABOVE_S, Estimate, estimate, images_per_second
 from xaibench.runner.evaluate import score_track
@@ -35,6 +36,7 @@ from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handl
 from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
 from xaibench.runner.metric_worker import MetricWorkers
+from xaibench.runner.pins import check_revisions
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import (
     RecordMaker,
@@ -167,6 +169,19 @@ def resolve_tracks(
     return tracks
 
 
+def check_suite_data(registry: Registry, suite: str, specs: Sequence[TrackSpec], *, timeout: float | None) -> None:
+    """Stop with one line when a track's dataset differs from the copy suite ``suite`` pins
+    (:meth:`xaibench.api.Suite.revisions`; the official suite pins all of its tracks)."""
+    pinned = getattr(registry.create("suite", suite), "revisions", dict)()
+    if pinned:
+        check_revisions(
+            suite,
+            specs,
+            pinned,
+            lambda spec: open_dataset(registry, spec.dataset, spec.dataset_params, timeout=timeout),
+        )
+
+
 @dataclass
 class RunResult:
     """What :func:`run` hands to publishing: the run summary and, per (track, explainer), the
@@ -223,6 +238,8 @@ class Runner:
             names = resolve_explainers(registry, config.explainers)
             check_selectors(registry, config.metrics or ())
             self.specs = resolve_tracks(registry, config.suite, config.tracks, config.suite_tracks)
+            if config.suite_tracks is None:  # a suite plugin that pins its data: checked before any work
+                check_suite_data(registry, config.suite, self.specs, timeout=config.timeout)
             # explainers are constructed where they run; bad parameters still stop the run here
             self.explainers: dict[str, ExplainerHandle] = explainer_handles(
                 self.executor, registry, {n: config.explainer_params.get(n, {}) for n in names}, timeout=config.timeout

@@ -6,8 +6,9 @@ from xaibench.api import Register, Suite
 from xaibench.plugins.hookspecs import hookimpl
 from xaibench.suites.embedded import DefaultSuite, FullSuite
 from xaibench.suites.real import RealSuite
+from xaibench.suites.record import RecordSuite
 
-SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite]
+SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite, RecordSuite]
 
 
 @hookimpl

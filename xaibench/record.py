@@ -1,0 +1,157 @@
+"""The leaderboard of record (DESIGN 10): regenerate it, resumably, one explainer at a time.
+
+The record of a suite version lives in ``record/<suite>/`` (:func:`record_paths`), apart from
+what runs write:
+
+- ``submissions/``: one submission per installed explainer, default parameters, seed 0, in the
+  compact format, with example overlays (``assets/``) on the synthetic tracks and ``photos`` only
+  (no render of a ``shared/data`` image is committed);
+- ``meta/`` and ``leaderboard/``: the meta-evaluation and the board built from the submissions.
+
+:func:`build_record` computes only what is missing: an explainer whose submission already holds
+every track of the suite is skipped, and one that lacks some tracks runs on those alone (adding
+an explainer computes only that explainer). Its runs go to an ignored workdir
+(``.xaibench/record/<suite>/``: records, explanation cache), so a killed regeneration resumes
+where it stopped, and each finished explainer's submission is written atomically at once (the
+unit that is committed between sessions). Progress is one line per explainer with the time so far
+and an estimate of what is left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xaibench.errors import XaibenchError
+from xaibench.plugins.manager import Registry, get_registry
+from xaibench.publish.submission import load_submission, submission_filename, write_run
+from xaibench.runner.config import API, data_dir, make_run_config
+from xaibench.runner.run import Runner, resolve_explainers
+from xaibench.suites.record import RECORD_SUITE, RECORD_TRACKS, missing_tracks
+
+__all__ = ["RecordPaths", "RecordProgress", "build_record", "missing_work", "record_paths"]
+
+RECORD_ROOT = Path("record")
+"""Where records live, relative to the repository root (the folder xaibench runs in)."""
+RECORD_SEED = 0
+"""Every submission of the record is seed 0 (DESIGN 10)."""
+
+
+@dataclass(frozen=True)
+class RecordPaths:
+    """The folders of one suite version's record, and the ignored workdir that computes it."""
+
+    root: Path
+    submissions: Path
+    meta: Path
+    leaderboard: Path
+    workdir: Path
+
+
+def record_paths(suite: str = RECORD_SUITE, root: Path = RECORD_ROOT, workdir: Path | None = None) -> RecordPaths:
+    """The record of ``suite`` under ``root`` (``record/<suite>/``); ``workdir`` defaults to
+    ``.xaibench/record/<suite>`` beside ``root`` (ignored by git, like every run's output)."""
+    base = root / suite
+    work = workdir if workdir is not None else root.parent / ".xaibench" / "record" / suite
+    return RecordPaths(base, base / "submissions", base / "meta", base / "leaderboard", work)
+
+
+def missing_work(submissions: Path, explainer: str, tracks: Sequence[str], suite: str = RECORD_SUITE) -> list[str]:
+    """The tracks of ``tracks`` that ``explainer``'s record submission (default parameters, in
+    ``submissions``) does not hold yet; all of them when it has none, or one of another suite or
+    seed (it is then rewritten whole)."""
+    path = submissions / submission_filename(explainer, "", default_params=True)
+    if not path.exists():
+        return list(tracks)
+    data = load_submission(path)
+    if data.get("suite") != suite or data.get("seed") != RECORD_SEED:
+        return list(tracks)
+    have = data.get("tracks", {})
+    return [t for t in tracks if t not in have]
+
+
+@dataclass
+class RecordProgress:
+    """What :func:`build_record` did: explainers run (with their seconds), skipped, and failed."""
+
+    ran: dict[str, float] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def build_record(
+    *,
+    explainers: Sequence[str] = ("all",),
+    suite: str = RECORD_SUITE,
+    tracks: Sequence[str] | None = None,
+    paths: RecordPaths | None = None,
+    data: Path | None = None,
+    executor: str = "local",
+    workers: int = 1,
+    threads: int = 2,
+    timeout: float | None = 300.0,
+    progress: bool = True,
+    say: Callable[[str], None] = print,
+    registry: Registry | None = None,
+) -> RecordProgress:
+    """Compute what the record of ``suite`` lacks for ``explainers`` (``all``: every installed
+    one), one explainer at a time, writing each one's submission into ``paths.submissions`` as
+    soon as it is done. ``tracks`` restricts the tracks (default: every track of the suite, all of
+    which must be found: the real ones under ``data``). ``say`` prints the progress lines."""
+    registry = registry or get_registry()
+    paths = paths or record_paths(suite)
+    out = RecordProgress()
+    with data_dir(data, API):
+        wanted = [t.spec.name for t in RECORD_TRACKS if tracks is None or t.spec.name in tracks]
+        unknown = [t for t in tracks or () if t not in {r.spec.name for r in RECORD_TRACKS}]
+        if unknown:
+            raise XaibenchError(
+                f"{suite} has no track {unknown[0]!r}; it has {', '.join(t.spec.name for t in RECORD_TRACKS)}"
+            )
+        absent = [t for t in missing_tracks() if t in wanted]
+        if absent:
+            raise XaibenchError(
+                f"the record of {suite} needs the data of {', '.join(absent)}: pass --data-dir (docs/datasets.md)"
+            )
+        real = {t.spec.name for t in RECORD_TRACKS if t.real}
+        names = resolve_explainers(registry, list(explainers))
+        todo = [(n, missing_work(paths.submissions, n, wanted, suite)) for n in names]
+        todo = [(n, m) for n, m in todo if m]
+        out.skipped = [n for n in names if n not in {n for n, _ in todo}]
+        say(f"record {suite}: {len(names)} explainers, {len(out.skipped)} complete, {len(todo)} to compute")
+        paths.submissions.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        for i, (name, missing) in enumerate(todo, 1):
+            say(f"[{i}/{len(todo)}] {name}: {', '.join(missing)}")
+            t0 = time.monotonic()
+            try:
+                config = make_run_config(
+                    [name],
+                    suite=suite,
+                    tracks=missing,
+                    seed=RECORD_SEED,
+                    workdir=paths.workdir,
+                    timeout=timeout,
+                    threads=threads,
+                    workers=workers,
+                    executor=executor,
+                    progress=progress,
+                )
+                with Runner(config, registry) as runner:
+                    result = runner.run()
+            except XaibenchError as exc:
+                out.failed[name] = str(exc)
+                say(f"[{i}/{len(todo)}] {name} failed: {exc}")
+                continue
+            # overlays of the synthetic tracks and photos only: shared data is never rendered into the record
+            result.examples = [e for e in result.examples if e.track not in real]
+            write_run(result, registry, paths.submissions)
+            out.ran[name] = time.monotonic() - t0
+            elapsed = time.monotonic() - started
+            left = elapsed / i * (len(todo) - i)
+            say(
+                f"[{i}/{len(todo)}] {name} done in {out.ran[name]:.0f} s; {elapsed:.0f} s so far, about {left:.0f} s left"
+            )
+    return out
