@@ -13,7 +13,8 @@ import pytest
 import xaibench
 from xaibench import hookimpl
 from xaibench.api import Metric, MetricInput, MetricOutput
-from xaibench.metaeval.planted import paint_over, planted_validity, relies_on
+from xaibench.explainers.planted import paint_over, relies_on
+from xaibench.metaeval.planted import planted_validity
 from xaibench.plugins import manager
 
 CUE_RELIANCE = {"n": 8, "accuracy": 1.0, "accuracy_without_cue": 0.25, "accuracy_without_object": 1.0}

@@ -640,9 +640,7 @@ def _planted_cue(
     run, on its tracks whose samples carry a planted cue: the model's reliance, measured on the
     track as the run loaded it, then the reference explainer ``planted`` (cue and object) run
     through the runner into ``<workdir>/meta``, and each metric's verdict."""
-    import torch
-
-    from xaibench.metaeval.planted import planted_validity, reliance
+    from xaibench.metaeval.planted import planted_validity
     from xaibench.plugins.manager import get_registry
     from xaibench.results import records
     from xaibench.runner.config import data_dir as data_dir_set
@@ -659,15 +657,9 @@ def _planted_cue(
         specs = resolve_tracks(registry, *_suite(suite, sorted(set(faithful["track"]))))
         for spec in specs:
             track = load_track(spec, registry, limit=run_options.get("limit"))
-            if track.model is None or track.forward is None or not any("cue_box" in s.meta for s in track.samples):
-                continue
-            model, forward = track.model, track.forward
-
-            def predict(images: list[Any], model: Any = model, forward: Any = forward) -> Any:
-                with torch.no_grad():
-                    return forward(model.preprocess(images)).argmax(dim=1).cpu().numpy()
-
-            figures[spec.name] = reliance(track.samples, predict)
+            measured = dict(track.provenance.get("cue_reliance") or {})  # runner/track.py measures it
+            measured.pop("relies_on", None)
+            figures[spec.name] = measured
     figures = {t: f for t, f in figures.items() if f}
     if not figures:
         return {}

@@ -152,6 +152,7 @@ def build_record(
             elapsed = time.monotonic() - started
             left = elapsed / i * (len(todo) - i)
             say(
-                f"[{i}/{len(todo)}] {name} done in {out.ran[name]:.0f} s; {elapsed:.0f} s so far, about {left:.0f} s left"
+                f"[{i}/{len(todo)}] {name} done in {out.ran[name]:.0f} s; "
+                f"{elapsed:.0f} s so far, about {left:.0f} s left"
             )
     return out

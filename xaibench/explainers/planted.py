@@ -6,13 +6,21 @@
 A faithfulness metric that measures the model ranks the region the model relies on above the
 other (``xaibench meta``). A reference, not a method: never ranked; a sample without a planted
 cue or without a mask gets n/a.
+
+The model's reliance on the cue (:func:`reliance`: its accuracy with the cue painted over against
+with the object painted over; :func:`relies_on`) lives here beside the masks: every run measures
+it on a track whose samples carry a cue (the track's ``provenance["cue_reliance"]``), and where
+the model relies on the cue the board reports alignment to the object as a diagnosis, out of the
+overall rank (DESIGN 10); ``xaibench meta``'s planted-cue test uses the same figures.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy.ndimage import binary_dilation
 
 from xaibench.api import Explainer, Model, Sample
 from xaibench.imaging import resize_bilinear
@@ -36,6 +44,53 @@ def object_mask(sample: Sample) -> np.ndarray:
     if truth is None:
         raise ValueError(f"sample {sample.id!r} has no ground-truth mask")
     return np.asarray(truth, dtype=bool)
+
+
+RING = 3  # pixels around a region whose median colour paints it over
+
+
+def paint_over(image: np.ndarray, region: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """``image`` with ``region`` filled by the per-channel median of the ring of :data:`RING`
+    pixels around it that lies outside ``region`` and ``other`` (same dtype as ``image``)."""
+    ring = binary_dilation(region, iterations=RING) & ~region & ~other
+    if not ring.any():
+        ring = ~region & ~other
+    out = np.array(image, copy=True)
+    fill = np.median(out[ring].astype(np.float64), axis=0)
+    out[region] = fill.astype(out.dtype)
+    return out
+
+
+def reliance(samples: Sequence[Sample], predict: Any) -> dict[str, float]:
+    """Accuracy of ``predict`` (a list of images -> predicted classes) on ``samples`` with labels
+    and a planted cue: clean, cue painted over, object painted over (fractions in [0, 1])."""
+    kept = [s for s in samples if s.label is not None and "cue_box" in s.meta and s.ground_truth is not None]
+    if not kept:
+        return {}
+    labels = np.array([s.label for s in kept])
+    cues = [cue_mask(s) for s in kept]
+    objects = [object_mask(s) for s in kept]
+    clean = [s.image for s in kept]
+    no_cue = [paint_over(s.image, c, o) for s, c, o in zip(kept, cues, objects, strict=True)]
+    no_object = [paint_over(s.image, o, c) for s, c, o in zip(kept, cues, objects, strict=True)]
+    return {
+        "n": len(kept),
+        "accuracy": float(np.mean(np.asarray(predict(clean)) == labels)),
+        "accuracy_without_cue": float(np.mean(np.asarray(predict(no_cue)) == labels)),
+        "accuracy_without_object": float(np.mean(np.asarray(predict(no_object)) == labels)),
+    }
+
+
+def relies_on(figures: Mapping[str, float]) -> str | None:
+    """``"cue"`` or ``"object"``: the region whose painting over costs more accuracy (``None`` on a tie)."""
+    if not figures:
+        return None
+    without_cue, without_object = figures["accuracy_without_cue"], figures["accuracy_without_object"]
+    if without_cue < without_object:
+        return "cue"
+    if without_object < without_cue:
+        return "object"
+    return None
 
 
 class PlantedExplainer(Explainer):

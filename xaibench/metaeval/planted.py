@@ -3,7 +3,8 @@
 On a track whose samples carry a planted cue (``shapes-shortcut``: a class-coloured watermark in a
 class-dependent corner, ``Sample.meta["cue_box"]``):
 
-1. **Reliance** (:func:`reliance`): the model's accuracy on the clean images, with the cue painted
+1. **Reliance** (:func:`~xaibench.explainers.planted.reliance`, also measured by every run of such
+   a track: ``provenance["cue_reliance"]``): the model's accuracy on the clean images, with the cue painted
    over, and with the object painted over. Painting over fills the region with the per-channel
    median of a ring of pixels around it (3 px wide, outside both regions): the background the
    region hides, as far as the image tells.
@@ -20,14 +21,12 @@ Intervals are seeded by ``derive_seed(seed, "meta", track, metric, "planted")``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy.ndimage import binary_dilation
 
-from xaibench.api import Sample
-from xaibench.explainers.planted import cue_mask, object_mask
+from xaibench.explainers.planted import relies_on
 from xaibench.metaeval.assess import Validity
 from xaibench.metaeval.rankings import signed
 from xaibench.seeds import derive_seed
@@ -35,51 +34,6 @@ from xaibench.stats import bootstrap_ci
 
 TEST = "planted-cue"
 FIGURE = "cue - object"
-RING = 3  # pixels around a region whose median colour paints it over
-
-
-def paint_over(image: np.ndarray, region: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """``image`` with ``region`` filled by the per-channel median of the ring of :data:`RING`
-    pixels around it that lies outside ``region`` and ``other`` (same dtype as ``image``)."""
-    ring = binary_dilation(region, iterations=RING) & ~region & ~other
-    if not ring.any():
-        ring = ~region & ~other
-    out = np.array(image, copy=True)
-    fill = np.median(out[ring].astype(np.float64), axis=0)
-    out[region] = fill.astype(out.dtype)
-    return out
-
-
-def reliance(samples: Sequence[Sample], predict: Any) -> dict[str, float]:
-    """Accuracy of ``predict`` (a list of images -> predicted classes) on ``samples`` with labels
-    and a planted cue: clean, cue painted over, object painted over (fractions in [0, 1])."""
-    kept = [s for s in samples if s.label is not None and "cue_box" in s.meta and s.ground_truth is not None]
-    if not kept:
-        return {}
-    labels = np.array([s.label for s in kept])
-    cues = [cue_mask(s) for s in kept]
-    objects = [object_mask(s) for s in kept]
-    clean = [s.image for s in kept]
-    no_cue = [paint_over(s.image, c, o) for s, c, o in zip(kept, cues, objects, strict=True)]
-    no_object = [paint_over(s.image, o, c) for s, c, o in zip(kept, cues, objects, strict=True)]
-    return {
-        "n": len(kept),
-        "accuracy": float(np.mean(np.asarray(predict(clean)) == labels)),
-        "accuracy_without_cue": float(np.mean(np.asarray(predict(no_cue)) == labels)),
-        "accuracy_without_object": float(np.mean(np.asarray(predict(no_object)) == labels)),
-    }
-
-
-def relies_on(figures: Mapping[str, float]) -> str | None:
-    """``"cue"`` or ``"object"``: the region whose painting over costs more accuracy (``None`` on a tie)."""
-    if not figures:
-        return None
-    without_cue, without_object = figures["accuracy_without_cue"], figures["accuracy_without_object"]
-    if without_cue < without_object:
-        return "cue"
-    if without_object < without_cue:
-        return "object"
-    return None
 
 
 def planted_validity(
