@@ -63,6 +63,12 @@ shapes-shortcut's ``mass_accuracy``, gradcam's win over gradient (paired interva
 0.075 before) became a tie (-0.0005 to 0.075), in both seeds; the rest follows from it."""
 
 
+RANKS_BEFORE = json.loads((GOLDEN.parent / "ranks-before-issue41.json").read_text(encoding="utf-8"))
+"""Seed -> row -> the fields the record's ranking rules (issue 41, DESIGN 10) changed, with their
+former values: references (``oracle``) take no rank and leave the comparisons, and on
+``shapes-shortcut``, whose model relies on the planted cue, alignment leaves the overall rank.
+Only ranks, statuses and the mean ranks of ``rank:`` rows moved; no metric value."""
+
 INTERVALS_BEFORE = json.loads((GOLDEN.parent / "intervals-before-issue28.json").read_text(encoding="utf-8"))
 """Seed -> row -> (ci_low, ci_high) in the golden file before the shared-resample interval rule
 (issue 28, docs/metrics.md "Intervals at scale") moved every interval bound: the rows' other
@@ -82,6 +88,11 @@ def test_golden_rows_are_the_former_rows_plus_robustness_rows() -> None:
     assert _digest(golden["models"]) == BEFORE_ROBUSTNESS["models"]
     for seed in ("0", "1"):
         rows = golden[seed]
+        for key, fields in RANKS_BEFORE[seed].items():  # the record's ranking rules, undone
+            assert set(fields) <= {"rank", "status", "value"} and (fields.keys() != {"value"} or "/rank:" in key), key
+            assert "/rank:" in key or "value" not in fields, key  # no metric value moved
+            assert all(rows[key][f] != v for f, v in fields.items()), key  # changed on purpose
+            rows[key] = {**rows[key], **fields}
         for key, fields in SHARED_RESAMPLE[seed].items():
             assert all(rows[key][f] != v for f, v in fields.items()), key  # changed on purpose
             rows[key] = {**rows[key], **fields}

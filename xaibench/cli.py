@@ -1185,6 +1185,12 @@ def record_group() -> None:
 @WORKERS_OPTION
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads.")
 @TIMEOUT_OPTION
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="For a trial: at most this many samples per track (the record uses every sample; a submission "
+    "of another limit is computed again).",
+)
 @QUIET_OPTION
 def record_build(
     explainers: tuple[str, ...],
@@ -1195,6 +1201,7 @@ def record_build(
     workers: int,
     threads: int,
     timeout: float,
+    limit: int | None,
     quiet: bool,
 ) -> None:
     """Compute what the record of the official suite lacks, one explainer at a time, resumably.
@@ -1216,6 +1223,7 @@ def record_build(
         workers=workers,
         threads=threads,
         timeout=timeout,
+        limit=limit,
         progress=not quiet,
         say=lambda line: console.print(line, markup=False, highlight=False),
     )

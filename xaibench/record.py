@@ -58,15 +58,17 @@ def record_paths(suite: str = RECORD_SUITE, root: Path = RECORD_ROOT, workdir: P
     return RecordPaths(base, base / "submissions", base / "meta", base / "leaderboard", work)
 
 
-def missing_work(submissions: Path, explainer: str, tracks: Sequence[str], suite: str = RECORD_SUITE) -> list[str]:
+def missing_work(
+    submissions: Path, explainer: str, tracks: Sequence[str], suite: str = RECORD_SUITE, limit: int | None = None
+) -> list[str]:
     """The tracks of ``tracks`` that ``explainer``'s record submission (default parameters, in
-    ``submissions``) does not hold yet; all of them when it has none, or one of another suite or
-    seed (it is then rewritten whole)."""
+    ``submissions``) does not hold yet; all of them when it has none, or one of another suite,
+    seed or sample limit (it is then rewritten whole)."""
     path = submissions / submission_filename(explainer, "", default_params=True)
     if not path.exists():
         return list(tracks)
     data = load_submission(path)
-    if data.get("suite") != suite or data.get("seed") != RECORD_SEED:
+    if data.get("suite") != suite or data.get("seed") != RECORD_SEED or data.get("run", {}).get("limit") != limit:
         return list(tracks)
     have = data.get("tracks", {})
     return [t for t in tracks if t not in have]
@@ -92,14 +94,16 @@ def build_record(
     workers: int = 1,
     threads: int = 2,
     timeout: float | None = 300.0,
+    limit: int | None = None,
     progress: bool = True,
     say: Callable[[str], None] = print,
     registry: Registry | None = None,
 ) -> RecordProgress:
     """Compute what the record of ``suite`` lacks for ``explainers`` (``all``: every installed
-    one), one explainer at a time, writing each one's submission into ``paths.submissions`` as
-    soon as it is done. ``tracks`` restricts the tracks (default: every track of the suite, all of
-    which must be found: the real ones under ``data``). ``say`` prints the progress lines."""
+        one), one explainer at a time, writing each one's submission into ``paths.submissions`` as
+        soon as it is done. ``tracks`` restricts the tracks (default: every track of the suite, all of
+        which must be found: the real ones under ``data``). ``limit``: at most this many samples per
+    track, for a trial (the record uses every sample). ``say`` prints the progress lines."""
     registry = registry or get_registry()
     paths = paths or record_paths(suite)
     out = RecordProgress()
@@ -117,7 +121,7 @@ def build_record(
             )
         real = {t.spec.name for t in RECORD_TRACKS if t.real}
         names = resolve_explainers(registry, list(explainers))
-        todo = [(n, missing_work(paths.submissions, n, wanted, suite)) for n in names]
+        todo = [(n, missing_work(paths.submissions, n, wanted, suite, limit)) for n in names]
         todo = [(n, m) for n, m in todo if m]
         out.skipped = [n for n in names if n not in {n for n, _ in todo}]
         say(f"record {suite}: {len(names)} explainers, {len(out.skipped)} complete, {len(todo)} to compute")
@@ -132,6 +136,7 @@ def build_record(
                     suite=suite,
                     tracks=missing,
                     seed=RECORD_SEED,
+                    limit=limit,
                     workdir=paths.workdir,
                     timeout=timeout,
                     threads=threads,

@@ -107,9 +107,23 @@ def build_board(
         label = e.params.get("label")
         if isinstance(label, str):  # e.g. "PASTA (proxy, technique-level labels)"
             board.metric_labels[e.metric] = label
+    references = {sub.key for sub in subs if is_reference(sub.data)}
+    provenance: dict[str, Provenance] = {}
+    for sub in subs:
+        for name, track_data in sub.data["tracks"].items():
+            prov = track_data.get("provenance") if isinstance(track_data, dict) else None
+            if isinstance(prov, dict):
+                provenance.setdefault(str(name), prov)
     flags: dict[str, dict[str, list[str]]] = defaultdict(dict)
     for track in sorted(by_track):
-        ranking = rank_track(track, by_track[track], board.rules, invalid=gate.for_track(track))
+        ranking = rank_track(
+            track,
+            by_track[track],
+            board.rules,
+            invalid=gate.for_track(track),
+            references=references,
+            diagnosis=track_diagnosis(provenance.get(track, {})),
+        )
         board.rows += ranking.rows
         board.families[track] = ranking.families
         for x, mine in ranking.flags.items():
@@ -142,6 +156,34 @@ def build_board(
     board.summary = win_rates(board.rows)
     board.warnings = track_warnings(board.tracks)
     return board
+
+
+def is_reference(data: Mapping[str, Any]) -> bool:
+    """Whether a submission is a reference, not a method: its explainer or its disclosure says
+    ``reference_only`` (``oracle``, ``planted``, ``ladder``); never ranked (DESIGN 10)."""
+    explainer, disclosure = data.get("explainer"), data.get("disclosure")
+    return any(isinstance(block, Mapping) and block.get("reference_only") is True for block in (explainer, disclosure))
+
+
+def track_diagnosis(provenance: Mapping[str, Any]) -> dict[str, str]:
+    """family -> why it is a diagnosis on a track, from the track's provenance: where the run
+    measured that the model relies on a planted cue more than on the object
+    (``provenance["cue_reliance"]``, :func:`xaibench.runner.track.cue_reliance`), alignment to
+    the object mask is no evidence of a faithful map (the faithful map shows the cue), so the
+    alignment family is a diagnosis there, out of the overall rank (DESIGN 10)."""
+    figures = provenance.get("cue_reliance")
+    if not isinstance(figures, Mapping) or figures.get("relies_on") != "cue":
+        return {}
+    without_cue, without_object = figures.get("accuracy_without_cue"), figures.get("accuracy_without_object")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (without_cue, without_object)):
+        return {}
+    return {
+        "alignment": (
+            f"diagnosis: the model relies on the planted cue (accuracy {without_cue:.2f} with the cue painted "
+            f"over, {without_object:.2f} with the object painted over), so alignment to the object is no "
+            "evidence of a faithful map; out of the overall rank"
+        )
+    }
 
 
 def track_warnings(tracks: Mapping[str, Provenance]) -> dict[str, list[str]]:

@@ -30,7 +30,7 @@ import itertools
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -97,6 +97,10 @@ def insensitive(e: Entry, rules: Rules) -> bool:
     return e.value > limit if how == "above" else e.value <= limit
 
 
+REFERENCE_STATUS = "reference, not a method: never ranked"
+"""The status of every row of a reference explainer (DESIGN 10)."""
+DIAGNOSIS_STATUS = "diagnosis: not in the overall rank"
+"""The status of a family rank row on a track where the family is a diagnosis (DESIGN 10)."""
 PASTA_LABEL = "PASTA"
 NO_SAMPLES = "not ranked: no per-sample values"
 SHOWN_ONLY = "not ranked: shown only"
@@ -432,13 +436,27 @@ def na_flag(n: int, n_na: int, rules: Rules = RULES) -> str | None:
 
 
 def rank_track(
-    track: str, entries: Sequence[Entry], rules: Rules = RULES, invalid: Mapping[str, str] | None = None
+    track: str,
+    entries: Sequence[Entry],
+    rules: Rules = RULES,
+    invalid: Mapping[str, str] | None = None,
+    *,
+    references: Collection[str] = (),
+    diagnosis: Mapping[str, str] | None = None,
 ) -> TrackRanking:
     """Rows of one track: metric rows, then ``rank:<family>`` and ``rank:overall`` rows.
     ``invalid``: metric -> status of the metrics meta-evaluation found invalid on the track
-    (:mod:`xaibench.publish.gate`): shown with that status, outside every rank."""
+    (:mod:`xaibench.publish.gate`): shown with that status, outside every rank.
+    ``references``: explainer keys that are references, not methods (``oracle``, ``planted``,
+    ``ladder``, anything disclosed ``reference_only``): shown with :data:`REFERENCE_STATUS`, never
+    ranked, and left out of the comparisons that rank the methods (DESIGN 10).
+    ``diagnosis``: family -> why it is a diagnosis on this track (the model relies on a planted cue,
+    so alignment to the object is no evidence of a faithful map): its metrics and family rank rows
+    are shown, ranked among the methods, but the family leaves the overall rank."""
     min_shared = int(rules["min_shared_samples"])
     explainers = sorted({e.explainer for e in entries})
+    refs = frozenset(references)
+    diagnosis = diagnosis or {}
     by_metric: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
         by_metric[e.metric].append(e)
@@ -452,16 +470,18 @@ def rank_track(
     rows: list[BoardRow] = []
     family_ranks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     family_status: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    ref_members: dict[str, set[str]] = defaultdict(set)  # references with a ranking metric of the family
     for metric in sorted(by_metric, key=lambda m: (family_index(by_metric[m][0].family), m)):
         group = by_metric[metric]
         ranks: dict[str, tuple[int | None, str]]
         family = group[0].family
         gated = (invalid or {}).get(metric)
         ranked = gated is None and all(e.ranking for e in group) and metric not in NEVER_RANKED
+        methods = [e for e in group if e.explainer not in refs]
         if gated is not None:
             ranks = {e.explainer: (None, gated) for e in group}
         elif ranked and family in FAMILY_RANKED and (family != "perceptual" or perceptual_ok):
-            ranks = rank_metric(group, min_shared)
+            ranks = rank_metric(methods, min_shared) if methods else {}
         elif ranked and family == "perceptual":
             ranks = {e.explainer: (None, f"not ranked: {perceptual_reason}") for e in group}
         elif family == "sanity":
@@ -470,6 +490,7 @@ def rank_track(
             ranks = {e.explainer: (None, SHOWN_ONLY) for e in group}
         else:
             ranks = {e.explainer: (None, "") for e in group}
+        ranks.update({e.explainer: (None, REFERENCE_STATUS) for e in group if e.explainer in refs})
         for e in sorted(group, key=lambda e: e.explainer):
             rank, status = ranks[e.explainer]
             cell_flags = [f for f in (na_flag(e.n, e.n_na, rules),) if f]
@@ -477,7 +498,9 @@ def rank_track(
                 cell_flags.append(INSENSITIVE)
             label = (perceptual_label or "") if e.family == "perceptual" else ""
             rows.append(_metric_row(e, rank, status, label, "; ".join(cell_flags)))
-            if ranked and e.family in FAMILY_RANKED:
+            if ranked and e.family in FAMILY_RANKED and e.explainer in refs:
+                ref_members[e.family].add(e.explainer)
+            elif ranked and e.family in FAMILY_RANKED:
                 if rank is not None:
                     family_ranks[e.family][e.explainer].append(rank)
                 else:
@@ -501,10 +524,14 @@ def rank_track(
             status, shown = f"not ranked: {perceptual_reason}", label or ""
             for x in members:
                 rows.append(_rank_row(track, x, "rank:perceptual", family, None, None, status=status, label=shown))
+            for x in sorted(ref_members[family]):
+                rows.append(_rank_row(track, x, "rank:perceptual", family, None, None, status=REFERENCE_STATUS))
             continue
         scores = {x: sum(r) / len(r) for x, r in family_ranks[family].items() if r}
         ranks_of = rank_by_mean(scores)
-        if scores:
+        if scores and family in diagnosis:  # shown and ranked among methods, out of the overall rank
+            families[family] = {"ranked": False, "reason": diagnosis[family], "label": label}
+        elif scores:
             if family in RANKED_FAMILIES:  # robustness is ranked within itself only (DESIGN 3b)
                 family_scores[family] = scores
             families[family] = {"ranked": True, "reason": None, "label": label}
@@ -516,8 +543,12 @@ def rank_track(
             }
         for x in members:
             status = "" if x in scores else _why_not(family_status[family][x])
+            if x in scores and family in diagnosis:
+                status = DIAGNOSIS_STATUS
             value, rank = scores.get(x), ranks_of.get(x)
             rows.append(_rank_row(track, x, f"rank:{family}", family, value, rank, status=status, label=label or ""))
+        for x in sorted(ref_members[family]):
+            rows.append(_rank_row(track, x, f"rank:{family}", family, None, None, status=REFERENCE_STATUS, label=""))
 
     overall: dict[str, float] = {}
     for x in explainers:
@@ -526,9 +557,15 @@ def rank_track(
             overall[x] = sum(mine) / len(mine)
     overall_ranks = rank_by_mean(overall)
     for x in explainers:
-        eligible = [f for f in RANKED_FAMILIES if f in family_status and (f != "perceptual" or perceptual_ok)]
+        eligible = [
+            f
+            for f in RANKED_FAMILIES
+            if f in family_status and (f != "perceptual" or perceptual_ok) and f not in diagnosis
+        ]
         statuses = set().union(*(family_status[f][x] for f in eligible))
         status = "" if x in overall else _why_not(statuses or {"not ranked: no ranked family"})
+        if x in refs:
+            status = REFERENCE_STATUS
         value, rank, mine = overall.get(x), overall_ranks.get(x), "; ".join(flags[x])
         rows.append(_rank_row(track, x, "rank:overall", "overall", value, rank, status=status, flags=mine))
     for row in rows:  # explainer flags also on its family rank rows
