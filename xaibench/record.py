@@ -37,6 +37,10 @@ RECORD_ROOT = Path("record")
 """Where records live, relative to the repository root (the folder xaibench runs in)."""
 RECORD_SEED = 0
 """Every submission of the record is seed 0 (DESIGN 10)."""
+RECORD_EXAMPLES = 2
+"""Example overlays per (track, explainer) in the record: each is a 224 px PNG of about 70 kB, so 4
+tracks x 39 explainers x the runs' default 4 would be 44 MB of the record's 50 MB; two show the
+explainer as well."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,7 @@ def build_record(
                     tracks=missing,
                     seed=RECORD_SEED,
                     limit=limit,
+                    examples=RECORD_EXAMPLES,
                     workdir=paths.workdir,
                     timeout=timeout,
                     threads=threads,
