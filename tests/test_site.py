@@ -161,13 +161,13 @@ def test_overview_shows_directions_intervals_ties_counts_and_badges(built: Path)
         row = re.search(rf'<tr data-key="{key}".*?</tr>', table, re.S)
         assert row is not None
         [cell] = [c for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), re.S) if value in c]
-        assert 'class="rank tie"' in cell and "#4=" in cell
+        assert 'class="rank tie"' in cell and "#3=" in cell  # oracle, a reference, takes no rank
     beta_iou = json.loads((built / "data" / "submissions" / "beta.json").read_text())["tracks"]["synth-a"]["metrics"][
         "iou"
     ]
     assert f"[{beta_iou['ci_low']:.3f}, {beta_iou['ci_high']:.3f}]" in first and "n=10" in first
     assert re.search(r"n=9 · <abbr[^>]*>n/a</abbr> 1", first)  # gamma's mae
-    assert first.count("reference, not a method") == 2 and first.count("tuned on benchmark") == 2  # both tables
+    assert first.count('class="badge ref"') == 2 and first.count("tuned on benchmark") == 2  # both tables
     assert 'data-key="tuned-net" data-tuned="true"' in first and 'data-key="oracle" data-reference="true"' in first
 
 
@@ -343,18 +343,19 @@ def _cells(row: str) -> list[str]:
 
 def test_overview_across_tracks_orders_by_mean_win_rate_with_each_tracks_overall_rank(built: Path) -> None:
     # By hand. Perceptual is not ranked (proxy checkpoint), so overall = mean of the alignment and
-    # faithfulness mean ranks. synth-a: alignment (iou, mae) oracle 1, tuned 2, alpha 3, beta 4, gamma 4.5
-    # (iou tie with beta), evil 6; faithfulness alpha 1, tuned 2, beta 3, oracle 4, gamma 5, evil 6 -> overall
-    # alpha 2 = tuned 2 (1=), oracle 2.5 (3), beta 3.5 (4), gamma 4.75 (5), evil 6. synth-b: insertion has 6
-    # shared samples (not ranked), iou is reversed -> alpha 1, tuned 2, beta 3, oracle 4, gamma 5, evil 6.
-    # Win rate = (others ranked worse + 0.5 x others tied) / 5; mean over the two tracks.
+    # faithfulness mean ranks; oracle is a reference: shown, never ranked, in no comparison.
+    # synth-a: alignment (iou, mae) tuned 1, alpha 2, beta 3, gamma 3.5 (iou tie with beta), evil 5;
+    # faithfulness alpha 1, tuned 2, beta 3, gamma 4, evil 5 -> overall alpha 1.5 = tuned 1.5 (1=),
+    # beta 3 (3), gamma 3.75 (4), evil 5. synth-b: insertion has 6 shared samples (not ranked), iou is
+    # reversed -> alpha 1, tuned 2, beta 3, gamma 4, evil 5.
+    # Win rate = (others ranked worse + 0.5 x others tied) / 4; mean over the two tracks.
     expected = [
-        ("alpha", "0.95", ["1=", "1"]),  # (4.5 + 5) / 5 / 2
-        ("tuned-net", "0.85", ["1=", "2"]),  # (4.5 + 4) / 10
-        ("beta", "0.50", ["4", "3"]),  # (2 + 3) / 10, before oracle by name
-        ("oracle", "0.50", ["3", "4"]),
-        ("gamma", "0.20", ["5", "5"]),
-        ("evil", "0.00", ["6", "6"]),
+        ("alpha", "0.94", ["1=", "1"]),  # (3.5 + 4) / 4 / 2
+        ("tuned-net", "0.81", ["1=", "2"]),  # (3.5 + 3) / 8
+        ("beta", "0.50", ["3", "3"]),  # (2 + 2) / 8
+        ("gamma", "0.25", ["4", "4"]),
+        ("evil", "0.00", ["5", "5"]),
+        ("oracle", "n/a", []),  # a reference: no win rate, no rank, last
     ]
     html = (built / "index.html").read_text()
     overview = html.split('<section class="overview"')[1].split("</section>")[0]
@@ -383,9 +384,10 @@ def test_perceptual_values_carry_the_proxy_label_and_not_ranked_everywhere(built
         assert family is not None and "not ranked: proxy checkpoint" in family.group(0)
         note = re.search(r'<p class="note notranked">(.*?)</p>', track, re.S)
         assert note is not None and PROXY_LABEL in note.group(1) and "<strong>sanity</strong>" in note.group(1)
-        for key in MEANS:  # every pasta_q1 cell says "not ranked" and has no rank
-            q1_cell = [c for c in _cells(_row(track.split("</table>")[0], key)) if "not ranked" in c]
-            assert len(q1_cell) == 2 and all('class="rank' not in c for c in q1_cell)  # perceptual rank, pasta_q1
+        for key in MEANS:  # every pasta_q1 cell says "not ranked" (a reference's: "never ranked"), no rank
+            said = "never ranked" if key == "oracle" else "not ranked"
+            q1_cell = [c for c in _cells(_row(track.split("</table>")[0], key)) if said in c and "pasta" not in c]
+            assert len(q1_cell) >= 2 and all('class="rank' not in c for c in q1_cell)  # perceptual rank, pasta_q1
         q5 = _header(track.split("</table>")[1], "pasta_q5")  # the "more metrics" table
         assert "↓ lower is better" in q5 and PROXY_LABEL in q5 and "not ranked" in q5
     alpha = (built / "explainers" / "alpha.html").read_text()
@@ -402,7 +404,7 @@ def test_cells_show_status_and_flags_and_explainers_their_flags_beside_the_name(
     b = _track(html, 2)
     assert '<span class="status">too few samples (n = 6)</span>' in _header(b, "insertion")
     ranked = b.split("</table>")[0]
-    for key in MEANS:
+    for key in (k for k in MEANS if k != "oracle"):  # the reference's cells say it is never ranked
         [cell] = [c for c in _cells(_row(ranked, key)) if "too few samples" in c]
         assert "too few samples (n = 6)" in cell and "⚠ n/a 40 %" in cell and 'class="rank' not in cell
     assert "n/a 10 %" not in html  # gamma's mae: 1 of 10 n/a is not above 25 %

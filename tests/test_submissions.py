@@ -18,6 +18,7 @@ from xaibench.api import Explainer, TrackSpec
 from xaibench.cli import cli
 from xaibench.plugins import manager
 from xaibench.publish.board import build_leaderboard
+from xaibench.publish.leaderboard import REFERENCE_STATUS
 from xaibench.publish.submission import load_submission, load_submissions
 from xaibench.publish.submission_files import compact_track, decode_values, encode_values, per_sample
 from xaibench.publish.validation import pointer, schema_errors, submission_schema, validate_file, validate_text
@@ -61,9 +62,13 @@ def test_golden_submissions_of_every_earlier_format_still_validate_load_rank_and
     board = build_leaderboard(root)
     overall = {r["explainer"]: (r["rank"], r["status"]) for r in board.rows if r["metric"] == "rank:overall"}
     # files from before per-sample values: shown, never ranked (paired ranking needs `samples`)
-    assert overall == dict.fromkeys(("gradient", "oracle", "random"), (None, "not ranked: no per-sample values"))
+    # (the oracle is a reference: never ranked, whatever its file holds; DESIGN 10)
+    assert overall == {
+        **dict.fromkeys(("gradient", "random"), (None, "not ranked: no per-sample values")),
+        "oracle": (None, REFERENCE_STATUS),
+    }
     iou = {r["explainer"]: r for r in board.rows if r["metric"] == "iou"}
-    assert iou["oracle"]["value"] is not None and iou["oracle"]["status"] == "not ranked: no per-sample values"
+    assert iou["oracle"]["value"] is not None and iou["oracle"]["status"] == REFERENCE_STATUS
     pages = build_site(root, tmp_path / "site")
     assert (tmp_path / "site" / "index.html") in pages
     shown = sum(p.read_text(encoding="utf-8").count('<img src="../assets/overlays/') for p in pages)
@@ -466,7 +471,8 @@ def test_golden_v2_files_validate_load_rank_and_build(tmp_path: Path) -> None:
             assert samples is not None and sum(v is not None for v in samples.values()) == block["n"]
     board = build_leaderboard(root)
     overall = {r["explainer"]: r["rank"] for r in board.rows if r["metric"] == "rank:overall"}
-    assert overall == {"oracle": 1, "gradient": 2, "random": 3}  # as the run that wrote them ranked them
+    # the methods in the order the run that wrote them ranked them; the oracle, a reference, takes no rank
+    assert overall == {"oracle": None, "gradient": 1, "random": 2}
     assert (tmp_path / "site" / "index.html") in build_site(root, tmp_path / "site")
 
 

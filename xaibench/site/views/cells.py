@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
 from xaibench.publish.board import Leaderboard
-from xaibench.publish.leaderboard import RULES, family_index
+from xaibench.publish.leaderboard import REFERENCE_STATUS, RULES, family_index
 from xaibench.publish.shapes import BoardRow, Verification
 from xaibench.site.submitted import Submitted
 
@@ -209,6 +209,8 @@ def cell(
     short = status
     if status and status == column_status and status.startswith("not ranked"):
         short = "not ranked"
+    elif status == REFERENCE_STATUS:  # the row's name already says "reference, not a method"
+        short = "never ranked"
     return {
         "missing": False,
         "value": value,
@@ -226,8 +228,9 @@ def cell(
 
 
 def column_status(rows: Sequence[BoardRow], metric: str) -> str:
-    """The status every explainer shares on a metric (shown once, in the header), else ""."""
-    statuses = {str(r.get("status") or "") for r in rows if r["metric"] == metric}
+    """The status every method shares on a metric (shown once, in the header), else ""; references
+    (never ranked, their cells say so) do not count."""
+    statuses = {str(r.get("status") or "") for r in rows if r["metric"] == metric} - {REFERENCE_STATUS}
     return statuses.pop() if len(statuses) == 1 else ""
 
 
