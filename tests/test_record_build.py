@@ -28,9 +28,10 @@ from xaibench.runner.pins import check_revisions
 from xaibench.suites.record import RECORD_SUITE, RECORD_TRACKS, REVISIONS, RecordSuite
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-TIMING = {"created", "started", "explain_seconds", "wall_time_s", "seconds", "run_id", "explained"}
-"""Fields that differ between two builds of the same record: when, how long, and whether a map was
-computed or read from the cache (``explained``: a resumed build reads the maps it made before)."""
+TIMING = {"created", "started", "explain_seconds", "wall_time_s", "seconds", "run_id", "explained", "cost"}
+"""Fields that differ between two builds of the same record: when, how long (``cost``: the measured
+seconds and memory of each explanation), and whether a map was computed or read from the cache
+(``explained``: a resumed build reads the maps it made before)."""
 
 
 class Copy:
@@ -187,6 +188,9 @@ def test_a_killed_build_resumes_to_the_records_and_values_of_an_uninterrupted_on
     )
     assert "to compute" in second.stdout
     assert outcome(killed) == outcome(whole)
+    for name in ("gradient", "random"):  # every map's cost survived the kill: stored beside it in the cache
+        track = json.loads((killed / "record" / RECORD_SUITE / "submissions" / f"{name}.json").read_text())
+        assert track["tracks"]["shapes"]["cost"]["measured"] == 8, name
     third = subprocess.run(
         build_command(killed), env=env, check=True, capture_output=True, text=True, timeout=300, cwd=tmp_path
     )

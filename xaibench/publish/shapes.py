@@ -129,6 +129,7 @@ class ExplainerResults(TypedDict):
 
     explainer: ExplainerBlock
     explain_seconds: float
+    cost: dict[str, JsonValue]
     explained: Explained
     metrics: dict[str, MetricSummary]
 
@@ -209,6 +210,8 @@ class TrackResults(TypedDict, total=False):
     provenance: Provenance
     explained: Explained
     explain_seconds: float
+    cost: dict[str, JsonValue]
+    """What explaining the track cost (:func:`xaibench.runner.cost.summarise_costs`)."""
     sample_ids: list[str]
     """``xaibench.submission/2``: the sample ids every metric's ``values`` align with (each once)."""
     metrics: dict[str, MetricSummary]

@@ -91,6 +91,7 @@ def build_submission(
             "provenance": track["provenance"],
             "explained": entry["explained"],
             "explain_seconds": entry["explain_seconds"],
+            **({"cost": entry["cost"]} if "cost" in entry else {}),
             "metrics": entry["metrics"],
         }
         if examples is not None and track_name in examples:

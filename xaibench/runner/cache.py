@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from xaibench import integrity
+from xaibench.runner.cost import checked
 
 
 def digest(obj: Any) -> str:
@@ -138,16 +139,38 @@ class ExplanationCache:
             with contextlib.suppress(OSError):
                 stale.unlink()
 
-    def put(self, key: str, value: np.ndarray | dict[str, float]) -> None:
-        """Store ``value`` under ``key``, with its tag (called in the runner, which holds the key)."""
+    def cost(self, key: str) -> dict[str, float] | None:
+        """What computing the entry under ``key`` cost (:mod:`xaibench.runner.cost`), as
+        :meth:`put` stored it beside the entry; ``None`` when none was stored or it fails its tag
+        or its check (the entry itself stays valid: only its cost is unknown)."""
+        path = self._path(key, ".cost.json")
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return None
+        if not raw or not self._tag_matches(path, raw):
+            return None
+        try:
+            return checked(json.loads(raw))
+        except ValueError:
+            return None
+
+    def put(self, key: str, value: np.ndarray | dict[str, float], cost: Mapping[str, float] | None = None) -> None:
+        """Store ``value`` under ``key``, with its tag (called in the runner, which holds the key);
+        ``cost``: what computing it cost (this sample's share of its batch), stored beside it so a
+        later run that reads the entry back reports the true cost."""
+        secret = self._secret(create=True)
+        assert secret is not None
+        if cost is not None:
+            integrity.write_tagged(
+                self._path(key, ".cost.json"), json.dumps(dict(cost), sort_keys=True).encode(), secret
+            )
         if isinstance(value, dict):
             path, raw = self._path(key, ".json"), json.dumps(value, sort_keys=True).encode()
         else:
             buf = io.BytesIO()
             np.save(buf, np.asarray(value, dtype=np.float32), allow_pickle=False)
             path, raw = self._path(key, ".npy"), buf.getvalue()
-        secret = self._secret(create=True)
-        assert secret is not None
         integrity.write_tagged(path, raw, secret)
 
 

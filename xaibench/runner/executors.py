@@ -52,6 +52,7 @@ from xaibench.errors import XaibenchError
 from xaibench.params import check_params, resolve_params
 from xaibench.randomisation import Randomisation, Shift, randomised_model, shift_absorbed
 from xaibench.runner import wire
+from xaibench.runner.cost import measure
 from xaibench.runner.guard import ExplainerTimeout, call_with_limit
 from xaibench.seeds import derive_seed
 
@@ -115,6 +116,8 @@ class ExplainOutcome:
     outputs: list[Any] | None = None
     error: str | None = None
     timed_out: bool = False
+    cost: dict[str, float] | None = None
+    """What the call cost (:mod:`xaibench.runner.cost`): wall seconds and peak memory, for the batch."""
 
 
 def spec_key(spec: ExplainerSpec) -> str:
@@ -300,13 +303,13 @@ class WorkerState:
 
         limit = task.timeout if in_process_timeout else None
         try:
-            result = call_with_limit(call, limit)
+            result, cost = measure(lambda: call_with_limit(call, limit), device)
             outputs = to_outputs(result, explainer.kind, len(task.inputs))
         except ExplainerTimeout:
             return ExplainOutcome(error=f"timed out after {limit:g} s", timed_out=True)
         except Exception as exc:  # noqa: BLE001 - isolate plugin and user code failures
             return ExplainOutcome(error=failure_reason(exc))
-        return ExplainOutcome(outputs=outputs)
+        return ExplainOutcome(outputs=outputs, cost=cost)
 
 
 def to_outputs(result: Any, kind: str, n: int) -> list[Any]:

@@ -12,6 +12,7 @@ import torch
 
 from xaibench.api import ExplainContext, Explainer
 from xaibench.runner.cache import ExplanationCache, explanation_key
+from xaibench.runner.cost import per_sample
 from xaibench.runner.executors import (
     Executor,
     ExplainerHandle,
@@ -34,6 +35,9 @@ class Explanations:
     computed: int = 0
     cached: int = 0
     seconds: float = 0.0
+    costs: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Sample id -> what computing its explanation cost (:mod:`xaibench.runner.cost`), whether
+    this run computed it or read it from the cache (where it was stored with the map)."""
 
 
 def track_model_spec(track: TrackContext) -> ModelSpec | None:
@@ -62,6 +66,21 @@ def _sample_key(
         sample_digest=track.digests[sample_id],
         seed=seed,
     )
+
+
+def cached_costs(
+    track: TrackContext, explainer: Explainer | ExplainerHandle, cache: ExplanationCache, seed: int
+) -> dict[str, dict[str, float]]:
+    """Sample id -> the cost stored with each cached explanation of ``explainer`` on ``track``
+    (samples without one are left out): what a resumed run, which explains nothing again, reports."""
+    if track.model is None:
+        return {}
+    out = {}
+    for sample in track.samples:
+        cost = cache.cost(_sample_key(track, explainer, track.model.identity, sample.id, seed))
+        if cost is not None:
+            out[sample.id] = cost
+    return out
 
 
 def explain_track(
@@ -108,6 +127,9 @@ def explain_track(
         if hit is not None:
             out.values[sample.id] = hit
             out.cached += 1
+            known = cache.cost(keys[sample.id]) if cache is not None else None
+            if known is not None:
+                out.costs[sample.id] = known
             if on_progress:
                 on_progress(1)
         else:
@@ -137,7 +159,8 @@ def explain_track(
             timeout=limit,
         )
 
-    def keep(results: list[tuple[int, Any, str | None]]) -> None:
+    def keep(results: list[tuple[int, Any, str | None]], cost: dict[str, float] | None = None) -> None:
+        """Keep the checked outputs; ``cost``: each sample's share of its batch's cost."""
         for i, raw, error in results:
             sample_id = track.samples[i].id
             value = None
@@ -149,8 +172,10 @@ def explain_track(
                 assert value is not None
                 out.values[sample_id] = value
                 out.computed += 1
+                if cost is not None:
+                    out.costs[sample_id] = cost
                 if cache is not None:
-                    cache.put(keys[sample_id], value)
+                    cache.put(keys[sample_id], value, cost)
 
     started = time.perf_counter()
     timeout = timeout or None
@@ -160,7 +185,10 @@ def explain_track(
     for chunk, outcome in zip(chunks, executor.run([task(c, timeout) for c in chunks]), strict=True):
         if outcome.error is None:
             assert outcome.outputs is not None
-            keep(list(zip(chunk, outcome.outputs, [None] * len(chunk), strict=True)))
+            keep(
+                list(zip(chunk, outcome.outputs, [None] * len(chunk), strict=True)),
+                per_sample(outcome.cost, len(chunk)),
+            )
         elif len(chunk) == 1:
             keep([(chunk[0], None, outcome.error)])
         else:  # retried sample by sample, once, after the first pass
@@ -176,13 +204,11 @@ def explain_track(
             on_progress(len(chunk))
     if retry:
         singles = executor.run([task([i], limit) for i, limit, _ in retry])
-        results: list[tuple[int, Any, str | None]] = []
         for (i, _, note), o in zip(retry, singles, strict=True):
             error = o.error
             if error is not None and o.timed_out and note is not None:
                 error = f"{error} ({note})"
-            results.append((i, None if error else o.outputs[0], error))  # type: ignore[index]
-        keep(results)
+            keep([(i, None if error else o.outputs[0], error)], o.cost)  # type: ignore[index]
         if on_progress:
             on_progress(sum(len(c) for c in retried))
     out.seconds = time.perf_counter() - started

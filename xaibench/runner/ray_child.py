@@ -112,7 +112,7 @@ def _serve(conn: Any, state: Any) -> None:
                 outcome = state.run(message[1], ready=lambda: conn.send_bytes(ready))
             except KeyboardInterrupt as exc:  # raised by plugin code; SystemExit ends the child
                 outcome = ExplainOutcome(error=failure_reason(exc))
-            reply = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out)
+            reply = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out, outcome.cost)
         else:
             return
         kill_orphans(())  # what the plugin started and left running (this process is a subreaper)

@@ -27,13 +27,14 @@ from xaibench.files import remove_leftovers, write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.config import RunConfig
+from xaibench.runner.cost import summarise_costs
 from xaibench.runner.dataset_worker import open_dataset
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.estimate import REPORT_ABOVE_S, Estimate, estimate, images_per_second
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
-from xaibench.runner.explain import CachedExplainer, Explanations, explain_track, track_model_spec
+from xaibench.runner.explain import CachedExplainer, Explanations, cached_costs, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
 from xaibench.runner.metric_worker import MetricWorkers
 from xaibench.runner.pins import check_revisions
@@ -499,9 +500,12 @@ class Runner:
                 **distribution_summary(records),
             }
         explanations = state.explanations
+        costs = cached_costs(track, state.explainer, self.cache, seed) if self.cache is not None else {}
+        costs.update(explanations.costs if explanations else {})
         return {
             "explainer": state.block,
             "explain_seconds": round(explanations.seconds if explanations else 0.0, 3),
+            "cost": summarise_costs((costs.get(s.id) for s in track.samples), len(track.samples)),
             "explained": {
                 "computed": explanations.computed if explanations else 0,
                 "cached": explanations.cached if explanations else 0,

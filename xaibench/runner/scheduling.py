@@ -48,6 +48,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from xaibench.runner.cost import checked
 from xaibench.runner.executors import Description, ExplainerSpec, ExplainOutcome, ExplainTask
 from xaibench.runner.wire import MAX_ARRAY_BYTES, decode
 
@@ -122,16 +123,18 @@ def _kind(message: Any) -> str | None:
 
 def parse_answer(message: Any, kind: str) -> ExplainOutcome | Description:
     """The answer in a worker's reply (already decoded) to a job of ``kind``: ``("done",
-    outputs, error, timed_out)`` for a task, ``("described", (status, detail))`` for a
+    outputs, error, timed_out, cost)`` for a task (``cost``: :mod:`xaibench.runner.cost`, kept only
+    when it checks; a reply without it has no cost), ``("described", (status, detail))`` for a
     description. Raises ``ValueError`` for a reply that does not follow the protocol."""
-    if kind == "task" and _kind(message) == "done" and len(message) == 4:
-        _, outputs, error, timed_out = message
+    if kind == "task" and _kind(message) == "done" and len(message) in (4, 5):
+        _, outputs, error, timed_out, cost = (*message, None) if len(message) == 4 else message
         if error is None and not isinstance(outputs, list):
             return ExplainOutcome(error="worker sent outputs that are not a list")
         return ExplainOutcome(
             outputs=list(outputs) if isinstance(outputs, list) else None,
             error=None if error is None else str(error),
             timed_out=bool(timed_out),
+            cost=checked(cost) if error is None else None,
         )
     if kind == "describe" and _kind(message) == "described" and len(message) == 2:
         answer = message[1]

@@ -211,7 +211,7 @@ def _serve(conn: Connection, state: WorkerState) -> None:
             reply: Any = ("described", state.describe(message[1]))
         elif message[0] == "task":
             outcome = state.run(message[1], ready=lambda: _send(conn, ("ready",)))
-            reply = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out)
+            reply = ("done", plain_reply(outcome.outputs), outcome.error, outcome.timed_out, outcome.cost)
         else:
             return
         _send(conn, reply)  # an output it cannot encode is sent as the task's failure
