@@ -195,3 +195,26 @@ def test_a_killed_build_resumes_to_the_records_and_values_of_an_uninterrupted_on
         build_command(killed), env=env, check=True, capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
     assert "2 complete, 0 to compute" in third.stdout  # nothing left: nothing runs
+
+
+def test_bad_record_options_are_one_line_and_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from xaibench.cli import cli
+
+    for name in list(os.environ):
+        if name.startswith("XAIBENCH_DATA"):
+            monkeypatch.delenv(name)
+    root = tmp_path / "record"
+    # the command raises XaibenchError, which xaibench's entry point prints as one "error: ..." line
+    unknown = CliRunner().invoke(cli, ["record", "build", "--track", "nope", "--root", str(root)])
+    assert isinstance(unknown.exception, XaibenchError)
+    assert str(unknown.exception) == "record-v1 has no track 'nope'; it has " + ", ".join(
+        t.spec.name for t in RECORD_TRACKS
+    )
+    absent = CliRunner().invoke(cli, ["record", "build", "--root", str(root)])
+    assert isinstance(absent.exception, XaibenchError) and str(absent.exception) == (
+        "the record of record-v1 needs the data of human-attention, voc2012-seg, oxford-pets, coco: "
+        "pass --data-dir (docs/datasets.md)"
+    )
+    assert not root.exists() and not (tmp_path / ".xaibench").exists()

@@ -129,6 +129,13 @@ TIMEOUT_OPTION = click.option(
 THREADS_OPTION = click.option(
     "--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads."
 )
+EXECUTOR_OPTION = click.option(
+    "--executor",
+    type=click.Choice(CLI_EXECUTORS),
+    default="local",
+    show_default=True,
+    help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
+)
 WORKERS_OPTION = click.option(
     "--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Explainer worker processes."
 )
@@ -326,13 +333,7 @@ def _plugin_warning(line: str) -> None:
 )
 @THREADS_OPTION
 @click.option("--no-cache", is_flag=True, help="Do not read or write the explanation cache.")
-@click.option(
-    "--executor",
-    type=click.Choice(CLI_EXECUTORS),
-    default="local",
-    show_default=True,
-    help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
-)
+@EXECUTOR_OPTION
 @WORKERS_OPTION
 @click.option("--ray-address", default=None, metavar="ADDR", help="Join this Ray cluster (default: start a local one).")
 @DEVICE_OPTION
@@ -1175,13 +1176,7 @@ def record_group() -> None:
     help="Folder of the records: the suite's record is ROOT/<suite>/.",
 )
 @DATA_DIR_OPTION
-@click.option(
-    "--executor",
-    type=click.Choice(CLI_EXECUTORS),
-    default="local",
-    show_default=True,
-    help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
-)
+@EXECUTOR_OPTION
 @WORKERS_OPTION
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads.")
 @TIMEOUT_OPTION
