@@ -50,6 +50,7 @@ def test_the_official_suite_declares_every_track_and_pins_each_dataset() -> None
         "shapes",
         "shapes-shortcut",
         "shapes-cbm",
+        "shapes-vit",
         "photos",
         "human-attention",
         "voc2012-seg",
@@ -58,7 +59,7 @@ def test_the_official_suite_declares_every_track_and_pins_each_dataset() -> None
     ]
     assert set(REVISIONS) == set(names)
     synthetic = [t.spec for t in RECORD_TRACKS if t.spec.synthetic]
-    assert {s.name for s in synthetic} == {"shapes", "shapes-shortcut", "shapes-cbm"}
+    assert {s.name for s in synthetic} == {"shapes", "shapes-shortcut", "shapes-cbm", "shapes-vit"}
     assert all(s.dataset_params["n"] >= 256 and REVISIONS[s.name].samples >= 256 for s in synthetic)
     suite = RecordSuite()
     assert suite.name == RECORD_SUITE == "record-v1"

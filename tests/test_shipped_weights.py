@@ -10,6 +10,7 @@ import pytest
 
 from xaibench.models.shapes_cbm import ShapesCBM
 from xaibench.models.shapes_cnn import VARIANTS, ShapesCNN, TrainConfig
+from xaibench.models.shapes_vit import ShapesViT
 from xaibench.models.ship import held_out_accuracy
 from xaibench.models.shipped import load_shipped, manifest, shipped_dir
 from xaibench.models.trained import weights_digest
@@ -20,10 +21,14 @@ not in what it learned: held-out accuracy within 2 points of the shipped model's
 
 
 def _build(key: str, **kwargs):
-    return ShapesCBM(**kwargs) if key == "shapes-cbm" else ShapesCNN(key.split("/")[1], **kwargs)
+    if key == "shapes-cbm":
+        return ShapesCBM(**kwargs)
+    if key == "shapes-vit":
+        return ShapesViT(**kwargs)
+    return ShapesCNN(key.split("/")[1], **kwargs)
 
 
-@pytest.mark.parametrize("key", ["shapes-cnn/shapes", "shapes-cnn/shapes-shortcut", "shapes-cbm"])
+@pytest.mark.parametrize("key", ["shapes-cnn/shapes", "shapes-cnn/shapes-shortcut", "shapes-cbm", "shapes-vit"])
 def test_shipped_weights_load_offline_with_the_manifest_identity(key, tmp_path, monkeypatch):
     monkeypatch.setenv("XAIBENCH_CACHE", str(tmp_path))
     entry = manifest()[key]
@@ -77,12 +82,14 @@ def test_the_manifest_records_the_shipped_models_accuracy():
     assert manifest()["shapes-cnn/shapes"]["accuracy"]["accuracy"] >= 0.95
     shortcut = manifest()["shapes-cnn/shapes-shortcut"]["accuracy"]
     assert shortcut["accuracy"] >= 0.95 and shortcut["accuracy_without_cue"] < 0.75  # it relies on the cue
+    assert manifest()["shapes-vit"]["accuracy"]["accuracy"] >= 0.9
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", [f"shapes-cnn/{v}" for v in VARIANTS] + ["shapes-cbm"])
+@pytest.mark.parametrize("key", [f"shapes-cnn/{v}" for v in VARIANTS] + ["shapes-cbm", "shapes-vit"])
 def test_retraining_reaches_the_shipped_accuracy(key, tmp_path):
-    """``weights="train"`` trains here (30 s per CNN, 1-4 min for the CBM on 2 cores) and caches."""
+    """``weights="train"`` trains here (30 s per CNN, 1-4 min for the CBM on 2 cores, about 5 min for
+    the ViT on one core) and caches."""
     retrained = _build(key, cache_dir=tmp_path, weights="train")
     assert retrained.trained_now and retrained.weights_path.is_file()
     shipped = manifest()[key]["accuracy"]

@@ -6,9 +6,10 @@ from xaibench.api import Model
 from xaibench.models.efficientnet_lite import EfficientNetLite0
 from xaibench.models.shapes_cbm import ShapesCBM
 from xaibench.models.shapes_cnn import ShapesCNN
+from xaibench.models.shapes_vit import ShapesViT
 from xaibench.models.timm_model import TimmModel
 
-MODELS: list[type[Model]] = [ShapesCNN, ShapesCBM, EfficientNetLite0, TimmModel]
+MODELS: list[type[Model]] = [ShapesCNN, ShapesCBM, ShapesViT, EfficientNetLite0, TimmModel]
 
 
 def base_model_class(name: str) -> type[Model]:

@@ -2,7 +2,9 @@
 
 Its tracks are declared as data (:data:`RECORD_TRACKS`): the synthetic ``shapes`` and
 ``shapes-shortcut`` tracks at 256 samples each on their shipped CNNs, ``shapes-cbm`` (the same
-256 shapes on the concept-bottleneck model, so the concept explainers are ranked too), the 9
+256 shapes on the concept-bottleneck model, so the concept explainers are ranked too),
+``shapes-vit`` (the same shapes on the shipped small Vision Transformer: a second architecture,
+since rankings move with it, and attention explainers on a trained transformer), the 9
 ``photos`` on EfficientNet-Lite0, and every real track whose ground truth xaibench reads
 (``human-attention``, ``voc2012-seg``, ``oxford-pets``, ``coco``), found as the ``real`` suite
 finds them (``--data-dir``). A track whose data is absent is left out of :meth:`RecordSuite.tracks`
@@ -128,6 +130,14 @@ RECORD_TRACKS: tuple[RecordTrack, ...] = (
         {},
         "256 synthetic shapes on the shipped concept-bottleneck model (concept explainers ranked here).",
     ),
+    _shapes(
+        "shapes-vit",
+        "shapes",
+        "shapes-vit",
+        {},
+        "256 synthetic shapes on the shipped small Vision Transformer (a second architecture: attention explainers "
+        "ranked on a trained transformer).",
+    ),
     RecordTrack(
         TrackSpec(
             name="photos",
@@ -159,6 +169,7 @@ REVISIONS: Mapping[str, Pinned] = {
     "shapes": Pinned("850c7de81341f1aa", 256),
     "shapes-shortcut": Pinned("799f5c350eea9b49", 256),
     "shapes-cbm": Pinned("850c7de81341f1aa", 256),
+    "shapes-vit": Pinned("850c7de81341f1aa", 256),
     "photos": Pinned("e6f951e08dbb57ca", 9),
     "human-attention": Pinned("b9fd96b188ed9b68", 25),
     "voc2012-seg": Pinned("f4674c37a5b93101", 14),
@@ -188,8 +199,8 @@ class RecordSuite(Suite):
     name: ClassVar[str] = RECORD_SUITE
     version: ClassVar[str] = "1.0.0"
     description: ClassVar[str] = (
-        "The official suite of the leaderboard of record: shapes, shapes-shortcut, shapes-cbm (256 samples "
-        "each), photos, and the real tracks with human ground truth (--data-dir)"
+        "The official suite of the leaderboard of record: shapes, shapes-shortcut, shapes-cbm, shapes-vit (256 "
+        "samples each), photos, and the real tracks with human ground truth (--data-dir)"
     )
     licence: ClassVar[str] = "Apache-2.0 (suite); each dataset keeps its own licence"
 
