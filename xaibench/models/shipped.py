@@ -2,12 +2,12 @@
 
 The synthetic models (``shapes-cnn`` on ``shapes`` and ``shapes-shortcut``, ``shapes-cbm``, and
 ``shapes-vit``, the official suite's second architecture) are small networks that xaibench can
-train itself, but training depends on the CPU's kernels: two x86-64 CPUs train two different networks from the same seed (DESIGN 6). So
-the weights trained once are shipped in ``xaibench/data/models/`` as safetensors files, with a
-manifest (``weights.json``) that records, per model, the file's sha256, the weights' digest
-(:func:`xaibench.models.trained.weights_digest`), the training configuration's cache key, the
-held-out accuracy and how they were made. Loading checks both digests, so a changed file is an
-error rather than another model.
+train itself, but training depends on the CPU's kernels: two x86-64 CPUs train two different
+networks from the same seed (DESIGN 6). So the weights trained once are shipped in
+``xaibench/data/models/`` as safetensors files, with a manifest (``weights.json``) that records,
+per model, the file's sha256, the weights' digest (:func:`xaibench.models.trained.weights_digest`),
+the training configuration's cache key, the held-out accuracy and how they were made. Loading
+checks both digests, so a changed file is an error rather than another model.
 
 Training stays an explicit choice (the models' ``weights="train"`` parameter).
 ``python -m xaibench.models.ship`` retrains every shipped model and rewrites the files and the
