@@ -45,12 +45,9 @@ explainer as well."""
 
 @dataclass(frozen=True)
 class RecordPaths:
-    """The folders of one suite version's record, and the ignored workdir that computes it."""
+    """Where one suite version's record keeps its submissions, and the ignored workdir that computes it."""
 
-    root: Path
     submissions: Path
-    meta: Path
-    leaderboard: Path
     workdir: Path
 
 
@@ -59,7 +56,7 @@ def record_paths(suite: str = RECORD_SUITE, root: Path = RECORD_ROOT, workdir: P
     ``.xaibench/record/<suite>`` beside ``root`` (ignored by git, like every run's output)."""
     base = root / suite
     work = workdir if workdir is not None else root.parent / ".xaibench" / "record" / suite
-    return RecordPaths(base, base / "submissions", base / "meta", base / "leaderboard", work)
+    return RecordPaths(base / "submissions", work)
 
 
 def missing_work(

@@ -61,21 +61,26 @@ def paint_over(image: np.ndarray, region: np.ndarray, other: np.ndarray) -> np.n
     return out
 
 
-def reliance(samples: Sequence[Sample], predict: Any) -> dict[str, float]:
+def reliance(samples: Sequence[Sample], predict: Any, clean: Sequence[int] | None = None) -> dict[str, float]:
     """Accuracy of ``predict`` (a list of images -> predicted classes) on ``samples`` with labels
-    and a planted cue: clean, cue painted over, object painted over (fractions in [0, 1])."""
-    kept = [s for s in samples if s.label is not None and "cue_box" in s.meta and s.ground_truth is not None]
+    and a planted cue: clean, cue painted over, object painted over (fractions in [0, 1]).
+    ``clean``: the predicted classes of all ``samples`` as they are, where the caller has them
+    (a track's clean forward pass), so they are not predicted again."""
+    rows = [
+        i for i, s in enumerate(samples) if s.label is not None and "cue_box" in s.meta and s.ground_truth is not None
+    ]
+    kept = [samples[i] for i in rows]
     if not kept:
         return {}
     labels = np.array([s.label for s in kept])
     cues = [cue_mask(s) for s in kept]
     objects = [object_mask(s) for s in kept]
-    clean = [s.image for s in kept]
+    as_is = predict([s.image for s in kept]) if clean is None else [clean[i] for i in rows]
     no_cue = [paint_over(s.image, c, o) for s, c, o in zip(kept, cues, objects, strict=True)]
     no_object = [paint_over(s.image, o, c) for s, c, o in zip(kept, cues, objects, strict=True)]
     return {
         "n": len(kept),
-        "accuracy": float(np.mean(np.asarray(predict(clean)) == labels)),
+        "accuracy": float(np.mean(np.asarray(as_is) == labels)),
         "accuracy_without_cue": float(np.mean(np.asarray(predict(no_cue)) == labels)),
         "accuracy_without_object": float(np.mean(np.asarray(predict(no_object)) == labels)),
     }

@@ -108,12 +108,10 @@ def build_board(
         if isinstance(label, str):  # e.g. "PASTA (proxy, technique-level labels)"
             board.metric_labels[e.metric] = label
     references = {sub.key for sub in subs if is_reference(sub.data)}
-    provenance: dict[str, Provenance] = {}
-    for sub in subs:
+    for sub in subs:  # each track's provenance, as its first file gives it (the diagnosis reads it)
         for name, track_data in sub.data["tracks"].items():
-            prov = track_data.get("provenance") if isinstance(track_data, dict) else None
-            if isinstance(prov, dict):
-                provenance.setdefault(str(name), prov)
+            prov = track_data.get("provenance", {}) if isinstance(track_data, dict) else {}
+            board.tracks.setdefault(str(name), prov if isinstance(prov, dict) else {})
     flags: dict[str, dict[str, list[str]]] = defaultdict(dict)
     for track in sorted(by_track):
         ranking = rank_track(
@@ -122,7 +120,7 @@ def build_board(
             board.rules,
             invalid=gate.for_track(track),
             references=references,
-            diagnosis=track_diagnosis(provenance.get(track, {})),
+            diagnosis=track_diagnosis(board.tracks.get(track, {})),
         )
         board.rows += ranking.rows
         board.families[track] = ranking.families
@@ -142,9 +140,6 @@ def build_board(
             "verification": verification if isinstance(verification, dict) else None,
             "flags": {t: flags[sub.key].get(t, []) for t in sorted(data["tracks"])},
         }
-        for name, track in data["tracks"].items():
-            prov = track.get("provenance", {}) if isinstance(track, dict) else {}
-            board.tracks.setdefault(str(name), prov if isinstance(prov, dict) else {})
     for s in superseded:
         earlier, later = Path(s["file"]).stem, Path(s["by"]).stem
         if earlier in board.explainers:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,14 +69,21 @@ def _sample_key(
 
 
 def cached_costs(
-    track: TrackContext, explainer: Explainer | ExplainerHandle, cache: ExplanationCache, seed: int
+    track: TrackContext,
+    explainer: Explainer | ExplainerHandle,
+    cache: ExplanationCache,
+    seed: int,
+    known: Collection[str] = (),
 ) -> dict[str, dict[str, float]]:
     """Sample id -> the cost stored with each cached explanation of ``explainer`` on ``track``
-    (samples without one are left out): what a resumed run, which explains nothing again, reports."""
+    (samples without one are left out; those in ``known`` are not read): what a resumed run,
+    which explains nothing again, reports."""
     if track.model is None:
         return {}
     out = {}
     for sample in track.samples:
+        if sample.id in known:
+            continue
         cost = cache.cost(_sample_key(track, explainer, track.model.identity, sample.id, seed))
         if cost is not None:
             out[sample.id] = cost

@@ -500,8 +500,9 @@ class Runner:
                 **distribution_summary(records),
             }
         explanations = state.explanations
-        costs = cached_costs(track, state.explainer, self.cache, seed) if self.cache is not None else {}
-        costs.update(explanations.costs if explanations else {})
+        costs = dict(explanations.costs) if explanations else {}
+        if self.cache is not None and len(costs) < len(track.samples):  # a resumed run: read what it did not
+            costs.update(cached_costs(track, state.explainer, self.cache, seed, known=costs))
         return {
             "explainer": state.block,
             "explain_seconds": round(explanations.seconds if explanations else 0.0, 3),

@@ -146,8 +146,8 @@ def build_track(
     }
     if probs is not None:
         provenance["model_check"] = dict(model_check(probs, samples, spec.target))
-    if model is not None and forward is not None and any("cue_box" in s.meta for s in samples):
-        provenance["cue_reliance"] = cue_reliance(model, forward, samples, device)
+    if model is not None and forward is not None and probs is not None and any("cue_box" in s.meta for s in samples):
+        provenance["cue_reliance"] = cue_reliance(model, forward, samples, device, probs.argmax(axis=1))
     return TrackContext(
         spec=spec,
         dataset=dataset,
@@ -163,19 +163,24 @@ def build_track(
 
 
 def cue_reliance(
-    model: Model, forward: ForwardCounter, samples: Sequence[Sample], device: torch.device | str
+    model: Model,
+    forward: ForwardCounter,
+    samples: Sequence[Sample],
+    device: torch.device | str,
+    clean: Sequence[int],
 ) -> dict[str, Any]:
     """What the model relies on, on samples that carry a planted cue (DESIGN 9 and 10): its
     top-1 accuracy (fractions in [0, 1]) clean, with the cue painted over and with the object
     painted over (:func:`xaibench.explainers.planted.reliance`), and ``relies_on``: ``"cue"``,
-    ``"object"`` or ``None`` (:func:`~xaibench.explainers.planted.relies_on`). Two forward passes
-    per sample, not counted against any metric."""
+    ``"object"`` or ``None`` (:func:`~xaibench.explainers.planted.relies_on`). ``clean``: the
+    classes the track's clean forward pass predicted (not predicted again). Two forward passes per
+    sample, not counted against any metric."""
 
     def predict(images: list[np.ndarray]) -> np.ndarray:
         with torch.no_grad():
             return forward(model.preprocess(images).to(device)).argmax(dim=1).cpu().numpy()
 
-    figures = reliance(samples, predict)
+    figures = reliance(samples, predict, clean)
     forward.images = forward.calls = 0
     return {**figures, "relies_on": relies_on(figures)} if figures else {}
 
