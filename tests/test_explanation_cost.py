@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import time
 from pathlib import Path
 
@@ -56,9 +57,15 @@ def test_a_batch_cost_is_split_over_its_samples_and_summed_per_track() -> None:
 
 def test_measure_reports_the_calls_seconds_and_the_memory_it_held() -> None:
     def work() -> int:
-        block = np.ones(64 * 2**20 // 8)  # 64 MB, touched
-        time.sleep(0.05)
-        return int(block[:10].sum())
+        # Fresh anonymous pages, touched: a NumPy block could reuse pages a long test process
+        # already holds (freed heap the allocator kept), which raise no resident memory at all.
+        with mmap.mmap(-1, 64 * 2**20) as block:
+            pages = np.frombuffer(block, np.uint8)
+            pages[::4096] = 1
+            time.sleep(0.05)
+            total = int(pages[: 4096 * 10 : 4096].sum())
+            del pages
+        return total
 
     result, cost = measure(work)
     assert result == 10 and cost["seconds"] >= 0.05
