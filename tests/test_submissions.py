@@ -503,6 +503,36 @@ def test_compact_track_layout_arithmetic_and_round_trip(valid: dict[str, Any]) -
     assert per_sample({"sample_ids": ["a", "b"]}, {"values": [0.25, None]}) == {"a": 0.25, "b": None}
 
 
+def test_a_metric_with_every_sample_na_keeps_its_reason_once_and_no_values(
+    valid: dict[str, Any], tmp_path: Path
+) -> None:
+    """An explainer that cannot apply to a track (attention rollout on a CNN): each metric says
+    so in ``na_reasons`` and writes ``values: null``, not one NaN per sample."""
+    track = copy.deepcopy(valid["tracks"]["synth-a"])
+    reason = "explainer raised ValueError: needs a vision transformer"
+    for block in track["metrics"].values():
+        n = len(block["samples"])
+        block["samples"] = dict.fromkeys(block["samples"])
+        block.update(mean=None, ci_low=None, ci_high=None, n=0, n_na=n, na_reasons={reason: n})
+        for optional in ("histogram", "curve"):
+            block.pop(optional, None)
+    compact = compact_track(track)
+    for name, block in compact["metrics"].items():
+        assert block["values"] is None and block["na_reasons"] == {reason: 10}
+        assert per_sample(compact, block) == track["metrics"][name]["samples"]  # every sample None
+    assert compact_track(compact) == compact
+    data = _as_v2(valid)
+    data["tracks"]["synth-a"] = compact
+    text = _text(data)
+    assert validate_text(text, "alpha.json", tmp_path) == []
+    # the same file with one NaN per sample is larger by the base64 of 10 float64 per metric
+    spelled = copy.deepcopy(data)
+    for block in spelled["tracks"]["synth-a"]["metrics"].values():
+        block["values"] = encode_values([None] * 10)
+    assert validate_text(_text(spelled), "alpha.json", tmp_path) == []
+    assert len(_text(spelled)) - len(text) >= len(compact["metrics"]) * (108 - 4)
+
+
 def test_v2_validates_and_builds_the_same_leaderboard_rows_as_v1(tmp_path: Path) -> None:
     v1, v2 = tmp_path / "v1", tmp_path / "v2"
     write_submissions(v1, ("alpha", "beta", "gamma"))
@@ -558,6 +588,8 @@ def _break(data: dict[str, Any], case: str) -> None:
         iou["values"] = encode_values([None, *values[1:]])
     elif case == "tampered":
         iou["values"] = encode_values([values[0] + 0.5, *values[1:]])  # type: ignore[operator]
+    elif case == "null-with-values":
+        iou["values"] = None  # "every sample n/a", but the summary counts 10 values
 
 
 @pytest.mark.parametrize(
@@ -573,6 +605,7 @@ def _break(data: dict[str, Any], case: str) -> None:
         ("string-item", "iou/values", "schema: "),
         ("na-count", "iou/values", "values has 9 values and 1 n/a but n = 10, n_na = 0"),
         ("tampered", "iou/mean", "per-sample values average"),
+        ("null-with-values", "iou/values", "values has 0 values and 10 n/a but n = 10, n_na = 0"),
     ],
 )
 def test_each_malformed_v2_case_is_one_line_naming_file_and_path(

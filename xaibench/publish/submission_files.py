@@ -125,8 +125,10 @@ def submission_text(raw: bytes) -> str:
 # value (``null`` for n/a). ``xaibench.submission/2`` keeps, per track, one list ``sample_ids``
 # and, per metric, ``values`` aligned with it: the base64 of the values as little-endian IEEE-754
 # float64, NaN for n/a (the exact bits the run computed, 10.7 characters a value), or a JSON
-# array of numbers and ``null`` (n/a). A metric whose samples differ from the track's carries its
-# own ``sample_ids``. Readers take either version through :func:`per_sample` / :func:`metric_values`.
+# array of numbers and ``null`` (n/a), or ``null`` alone: every sample n/a (an explainer that does
+# not apply to the track says so once, in ``na_reasons``, not 256 times). A metric whose samples
+# differ from the track's carries its own ``sample_ids``. Readers take either version through
+# :func:`per_sample` / :func:`metric_values`.
 
 SCHEMA_V1 = "xaibench.submission/1"
 SCHEMA_V2 = "xaibench.submission/2"
@@ -176,6 +178,8 @@ def metric_values(track: Mapping[str, Any], metric: Mapping[str, Any]) -> tuple[
         ids = metric_ids(track, metric)
         if ids is None:
             raise ValueError("values without sample_ids (on the track or the metric)")
+        if metric["values"] is None:  # every sample n/a: the reasons are in na_reasons, once
+            return [str(i) for i in ids], np.full(len(ids), np.nan)
         arr = decode_values(metric["values"])
         if arr.size != len(ids):
             raise ValueError(f"values has {arr.size} entries but sample_ids has {len(ids)}")
@@ -248,7 +252,8 @@ def _compact_metric(m: Any, samples: dict[str, float | None] | None, ids: list[s
         return m
     block = {k: v for k, v in m.items() if k not in ("samples", "values", "sample_ids")}
     if len(samples) == len(ids) and samples.keys() == set(ids):
-        block["values"] = encode_values([samples[i] for i in ids])
+        every_na = all(v is None for v in samples.values())
+        block["values"] = None if every_na else encode_values([samples[i] for i in ids])
     else:
         block["sample_ids"] = list(samples)
         block["values"] = encode_values(list(samples.values()))
