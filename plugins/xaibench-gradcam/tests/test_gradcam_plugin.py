@@ -38,6 +38,14 @@ def shapes(builtin_registry) -> TinyTrack:
 
 
 @pytest.fixture(scope="module")
+def shapes_vit(builtin_registry) -> TinyTrack:
+    """Eight test-split ``shapes`` images (two of each class) on the shipped ``shapes-vit``: token
+    activations ``(B, 65, 64)`` at its target layer, a class token and an 8 x 8 patch grid."""
+    model = builtin_registry.create("model", "shapes-vit")
+    return tiny_track(8, model=model, dataset=builtin_registry.create("dataset", "shapes", split="test", n=8))
+
+
+@pytest.fixture(scope="module")
 def photos(builtin_registry) -> TinyTrack:
     dataset = builtin_registry.create("dataset", "photos", ids=["chelsea", "coffee"])
     if len(dataset) < 2:
@@ -165,6 +173,56 @@ def test_lean_and_capped_cams_match_the_library(tiny: TinyTrack) -> None:
     module.zero_grad(set_to_none=True)  # the library's backward() left gradients on the model
     for name, maps in ours.items():
         np.testing.assert_allclose(maps, reference[name], atol=1e-5, err_msg=name)
+
+
+ABLATIONCAM_SHAPES_CNN = [
+    [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.315, 0.4777, 0.2533, 0.0189], [0.6001, 0.9424, 0.676, 0.1626]],
+    [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.2956, 0.077], [0.0, 0.0384, 0.7252, 0.5252], [0.0, 0.0, 0.0161, 0.0]],
+]
+"""``ablationcam`` (default ``max_channels=32`` of 64) on the first two ``shapes`` images on the shapes
+CNN, every 16th pixel, as computed before the ablation layer learned token activations."""
+
+
+def test_ablationcam_on_the_shapes_cnn_is_unchanged_by_token_support(shapes: TinyTrack) -> None:
+    maps = shapes.select(slice(0, 2)).run(cams.AblationCAM())
+    np.testing.assert_allclose(maps[:, ::16, ::16], ABLATIONCAM_SHAPES_CNN, atol=1e-4)
+    np.testing.assert_allclose(maps.sum(axis=(1, 2)), [972.4606, 430.5725], rtol=1e-4)
+
+
+def test_ablationcam_on_token_activations_matches_the_library_vit_layer(shapes_vit: TinyTrack) -> None:
+    """All channels ablated (``max_channels=None``): the library's ``AblationLayerVit`` maps."""
+    import pytorch_grad_cam as lib
+    from pytorch_grad_cam.ablation_layer import AblationLayerVit
+    from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
+
+    track = shapes_vit.select(slice(0, 2))
+    module = track.model.module
+    layer = module.get_submodule(track.model.target_layers[0])
+    targets = [ClassifierOutputTarget(int(t)) for t in track.targets]
+    ours = track.run(cams.AblationCAM(max_channels=None))
+    cam = lib.AblationCAM(module, [layer], vit_reshape(1), ablation_layer=AblationLayerVit())
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # the library's progress bars
+            reference = cam(track.inputs.clone(), targets)
+    finally:
+        cam.activations_and_grads.release()  # the library leaves its hooks on the model
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_ablationcam_on_the_shapes_vit_finds_the_shape(shapes_vit: TinyTrack) -> None:
+    """Token activations are ablated (the default 32 of 64 channels, in every token) and the maps
+    put their mass on the shape: measured 0.52 of it on 0.098 of the pixels on average, and more
+    than the shape's area fraction (a uniform map's share) on each of the eight images."""
+    before = model_state(shapes_vit.model.module)
+    maps = shapes_vit.run(cams.AblationCAM())
+    assert model_state(shapes_vit.model.module) == before, "ablationcam changed the model"
+    assert maps.shape == (8, 64, 64) and np.isfinite(maps).all()
+    assert (maps.std(axis=(1, 2)) > 0.05).all(), maps.std(axis=(1, 2))
+    masks = np.stack([sample.ground_truth.binary() for sample in shapes_vit.samples])
+    mass = (maps * masks).sum(axis=(1, 2)) / maps.sum(axis=(1, 2))
+    chance = masks.mean(axis=(1, 2))
+    assert mass.mean() >= 3 * chance.mean(), (mass, chance)
+    assert (mass > chance).sum() >= 7, (mass, chance)
 
 
 def test_channel_caps_pick_top_variance_channels(tiny: TinyTrack) -> None:

@@ -5,8 +5,8 @@ OpenCV, matplotlib and scikit-learn).
   the largest spatial variance, as Faster Score-CAM does); ``None`` scores all, which
   reproduces the library's ScoreCAM. Unscored channels get weight 0.
 - :class:`AblationCAMTopK` ablates at most ``max_channels`` channels (the same
-  top-variance rule), restores the model if ablation fails, and runs without
-  progress bars.
+  top-variance rule) of CNN ``(B, C, h, w)`` or ViT token ``(B, N, C)`` activations,
+  restores the model if ablation fails, and runs without progress bars.
 - :class:`LeanFullGrad` sums the per-channel normalised bias-gradient maps at each
   layer's own resolution and resizes once (the library resizes every channel first:
   gigabytes for 1000-channel layers at 224 px). Bilinear resizing is linear, so the
@@ -92,11 +92,25 @@ def _quiet_ablation() -> Iterator[None]:
 
 
 class _TopVarianceAblationLayer(AblationLayer):
-    """The library's ablation layer, choosing which channels to ablate by spatial variance.
+    """Stands in for the target layer during Ablation-CAM: returns copies of one image's
+    cached activations, copy ``i`` with the ``i``-th chosen channel ablated.
 
-    The library's own selection (``ratio_channels_to_ablate < 1``) scores channels by
-    overlap with an EigenCAM mask; an all-zero (dead) channel scores NaN there, sorts
-    last and is ablated first, although ablating it changes nothing.
+    Chosen channels: at most ``max_channels``, those of the CAM's ``(C, h, w)`` view of the
+    activations (after the reshape) with the largest spatial variance. (The library's own
+    selection, ``ratio_channels_to_ablate < 1``, scores channels by overlap with an EigenCAM
+    mask; an all-zero, dead channel scores NaN there, sorts last and is ablated first,
+    although ablating it changes nothing.)
+
+    - CNN activations ``(B, C, h, w)``: the channel (axis 1) is ablated at every position,
+      as the library's ``AblationLayer`` does.
+    - ViT activations ``(B, N, C)`` (tokens, which the reshape folds into the grid): the
+      channel (last axis) is ablated in every token, the class (prefix) tokens included, as
+      the library's ``AblationLayerVit`` does. The reshape leaves prefix tokens out of the
+      map, but a class-token-pooled ViT reads its logits from the class token, so ablating
+      the patch tokens alone would miss the channel's direct route to the output.
+
+    The ablated value is the library's: 0 when the activations' minimum is 0 (after a
+    ReLU), else far below it (the minimum minus 1e7).
     """
 
     def __init__(self, max_channels: int | None) -> None:
@@ -109,8 +123,26 @@ class _TopVarianceAblationLayer(AblationLayer):
             chosen = np.arange(channels)
         else:
             chosen = _top_variance_channels(torch.as_tensor(np.asarray(activations)), self.max_channels).numpy()
+        self.channels = channels
         self.indices = np.int32(chosen)
         return self.indices
+
+    def set_next_batch(self, input_batch_index, activations, num_channels_to_ablate) -> None:
+        one = activations[input_batch_index]  # the target layer's raw output for one image
+        self.activations = one[None].repeat(num_channels_to_ablate, *([1] * one.dim()))
+
+    def __call__(self, x) -> torch.Tensor:
+        out = self.activations
+        by_channel = out.transpose(1, 2) if out.dim() == 3 else out  # a view: writes land in out
+        if out.dim() not in (3, 4) or int(by_channel.shape[1]) != self.channels:
+            raise ValueError(
+                f"ablationcam: target layer output {tuple(out.shape)}; expected (B, C, h, w) or tokens (B, N, C) "
+                f"with the map's {self.channels} channels"
+            )
+        for i in range(out.size(0)):
+            low = torch.min(out)  # over the whole batch, earlier ablations included: the library's value
+            by_channel[i, self.indices[i]] = 0 if low == 0 else low - 1e7
+        return out
 
 
 class AblationCAMTopK(AblationCAM):
