@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import random
 import sys
 
 import pytest
 
 from xaibench.plugins import manager
+
+RECORD_VERIFY_SEED = int(os.environ.get("XAIBENCH_RECORD_SEED") or random.SystemRandom().randrange(2**31))
+"""The fresh seed that draws the committed record's re-run samples (tests/test_record_board.py);
+``XAIBENCH_RECORD_SEED`` draws the same ones again."""
+
+
+def pytest_report_header() -> str:
+    """The record's verify seed, first in CI's log (its verdicts stay in the log, not in files)."""
+    return f"record verify seed: {RECORD_VERIFY_SEED} (XAIBENCH_RECORD_SEED={RECORD_VERIFY_SEED} draws it again)"
+
+
+@pytest.fixture()
+def record_verify_seed() -> int:
+    """:data:`RECORD_VERIFY_SEED`."""
+    return RECORD_VERIFY_SEED
 
 
 @pytest.fixture()

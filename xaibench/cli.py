@@ -423,6 +423,9 @@ def run(
         progress=not quiet,
     )
     assert results.board is not None
+    for line in results.record.lines if results.record is not None else []:
+        style = None if results.record is not None and results.record.joined else "yellow"
+        console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
     print_leaderboard(results.board, console, wide=wide)
     if results.published is not None:
         _print_written(results.published)
@@ -1157,6 +1160,24 @@ def record_group() -> None:
     """The leaderboard of record: the official suite's committed submissions and board (docs/record.md)."""
 
 
+ROOT_OPTION = click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("record"),
+    show_default=True,
+    help="Folder of the records: the suite's record is ROOT/<suite>/.",
+)
+
+
+BUNDLE_OPTION = click.option(
+    "--bundle/--no-bundle",
+    default=True,
+    show_default=True,
+    help="Also the package's copy of the record (xaibench/data/record/<suite>.json.gz): --no-bundle for a "
+    "record kept elsewhere.",
+)
+
+
 @record_group.command("build")
 @click.option(
     "--explainer",
@@ -1168,13 +1189,7 @@ def record_group() -> None:
     help="Explainers to compute (comma-separated or repeated); only what their submissions lack is run.",
 )
 @click.option("--track", "tracks", multiple=True, help="Only these tracks of the suite (repeatable).")
-@click.option(
-    "--root",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("record"),
-    show_default=True,
-    help="Folder of the records: the suite's record is ROOT/<suite>/.",
-)
+@ROOT_OPTION
 @DATA_DIR_OPTION
 @EXECUTOR_OPTION
 @WORKERS_OPTION
@@ -1224,6 +1239,74 @@ def record_build(
     )
     if done.failed:
         sys.exit(1)
+
+
+@record_group.command("board")
+@ROOT_OPTION
+@click.option(
+    "--tests",
+    is_flag=True,
+    help="First run the validity tests (the ladder on every alignment metric, the planted cue on the faithfulness "
+    "metrics of a track whose model uses its cue) and write ROOT/<suite>/meta/validity.json; needs --data-dir.",
+)
+@DATA_DIR_OPTION
+@click.option("--threads", default=2, show_default=True, type=click.IntRange(min=1), help="torch intra-op threads.")
+@TIMEOUT_OPTION
+@BUNDLE_OPTION
+@QUIET_OPTION
+def record_board(
+    root: Path, tests: bool, data_dir: Path | None, threads: int, timeout: float, bundle: bool, quiet: bool
+) -> None:
+    """Build the record's meta-evaluation and board (with its site) from its submissions.
+
+    \b
+    Writes ROOT/<suite>/meta/meta.json, meta.csv and ROOT/<suite>/leaderboard/ (the site in
+    leaderboard/site/), with the meta gate applied, from the committed files alone: the same
+    bytes on every machine (`xaibench record check` compares); and the values-only bundle that
+    travels with the package (xaibench/data/record/<suite>.json.gz), which `xaibench run
+    --suite <suite>` ranks a new explainer against.
+    """
+    from xaibench.publish.record_bundle import BUNDLE_DIR
+    from xaibench.record import build_record_board, record_paths
+    from xaibench.record.validity import VALIDITY_NAME, compute_validity, write_validity
+    from xaibench.suites.record import RECORD_SUITE
+
+    folder = root / RECORD_SUITE
+    say = (lambda line: None) if quiet else (lambda line: console.print(line, markup=False, highlight=False))
+    if tests:
+        paths = record_paths(RECORD_SUITE, root)
+        options = {"threads": threads, "timeout": timeout or None, "progress": not quiet}
+        validity = compute_validity(
+            paths.submissions, RECORD_SUITE, paths.workdir / "meta", data_dir=data_dir, run_options=options, say=say
+        )
+        written = write_validity(folder / "meta" / VALIDITY_NAME, validity, suite=RECORD_SUITE, seed=0)
+        console.print(f"wrote {written}")
+    board = build_record_board(folder, RECORD_SUITE, bundle_dir=BUNDLE_DIR if bundle else None)
+    console.print(f"wrote {board.meta_json} and {board.board_dir}/ (site in {board.board_dir}/site/)")
+    if board.bundle is not None:
+        console.print(f"wrote {board.bundle} ({board.bundle.stat().st_size / 1e6:.1f} MB)")
+
+
+@record_group.command("check")
+@ROOT_OPTION
+@BUNDLE_OPTION
+def record_check(root: Path, bundle: bool) -> None:
+    """Check the committed record: every submission validates, and its meta and board rebuilt from
+    the submissions are byte-identical to the committed files. Exits 1 naming each difference."""
+    from xaibench.publish.record_bundle import BUNDLE_DIR
+    from xaibench.publish.validation import submission_files, validate_file
+    from xaibench.record import check_record_board
+    from xaibench.suites.record import RECORD_SUITE
+
+    folder = root / RECORD_SUITE
+    problems = [str(issue) for path in submission_files([folder / "submissions"]) for issue in validate_file(path)]
+    problems += check_record_board(folder, RECORD_SUITE, bundle_dir=BUNDLE_DIR if bundle else None)
+    for line in problems:
+        click.echo(line)
+    if problems:
+        click.echo(f"the record of {RECORD_SUITE} in {folder} does not check: {len(problems)} problem(s)")
+        sys.exit(1)
+    click.echo(f"the record of {RECORD_SUITE} in {folder} checks: valid, and its meta and board rebuild byte for byte")
 
 
 @cli.command("new-plugin")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
+from xaibench.publish.record_bundle import JoinedRecord, join_record
 from xaibench.runner import health
 from xaibench.runner.config import (
     ADHOC_SUITE,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from xaibench.publish.board import Leaderboard
     from xaibench.publish.shapes import RunSummary
 
-__all__ = ["ADHOC_SUITE", "EXECUTORS", "MetaResults", "RunResults", "meta", "run"]
+__all__ = ["ADHOC_SUITE", "EXECUTORS", "MetaResults", "RunResults", "meta", "reference_values", "run"]
 
 
 @dataclass
@@ -70,7 +71,11 @@ class RunResults:
     """What publishing wrote (the board, its files, the site), ``None`` without a leaderboard."""
     board: Leaderboard | None = field(default=None, repr=False)
     """This run's board, built in memory: its explainers ranked on its tracks only (what
-    ``xaibench run`` prints); the leaderboard files rank every submission of the folder."""
+    ``xaibench run`` prints), against the record's submissions when it joined the record; the
+    leaderboard files rank every submission of the folder."""
+    record: JoinedRecord | None = None
+    """The run of a suite with a record (``record-v1``) joined to it: the record's submissions
+    written beside the run's, or the line saying why not (:mod:`xaibench.publish.record_bundle`)."""
 
     @property
     def errors(self) -> list[str]:
@@ -371,9 +376,11 @@ def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
 
             out.submissions_dir = subs
             out.submission_files = list(write_run(result, registry, subs))
+            out.record = join_record(subs, result.summary, suite_name) if isinstance(suite_name, str) else None
             if board_dir is not None:
                 _publish(out, subs, board_dir, site=a["site"], registry=registry)
-        out.board = run_board(result.summary, registry, out.submission_files)
+        joined = out.record.files if out.record is not None and out.record.joined else []
+        out.board = run_board(result.summary, registry, [*out.submission_files, *joined])
     return out
 
 
@@ -571,8 +578,18 @@ def _ladder(
     metrics = sorted(set(aligned.loc[aligned["track"].isin(with_truth), "metric"]))
     if not metrics:
         return {}
-    scored = _reference_values(
-        "ladder", "a", LEVELS, results, with_truth, metrics, suite, seed, output_path, data_dir, run_options
+    scored = reference_values(
+        "ladder",
+        "a",
+        LEVELS,
+        results.workdir / META_WORKDIR,
+        with_truth,
+        metrics,
+        suite,
+        seed,
+        output_path,
+        data_dir,
+        run_options,
     )
     return {
         key: ladder_validity(values, direction, seed=seed, track=key[0], metric=key[1])
@@ -580,11 +597,11 @@ def _ladder(
     }
 
 
-def _reference_values(
+def reference_values(
     explainer: str,
     key: str,
     settings: Sequence[Any],
-    results: RunResults,
+    workdir: Path,
     tracks: list[str],
     metrics: list[str],
     suite: str | Path,
@@ -594,8 +611,8 @@ def _reference_values(
     run_options: Mapping[str, Any],
 ) -> dict[tuple[str, str], tuple[str, dict[Any, dict[str, float | None]]]]:
     """Run the reference ``explainer`` once per value of its parameter ``key`` in ``settings`` on
-    ``tracks`` with ``metrics``, through the runner into ``<workdir>/meta`` (cached, never
-    published), and return, by (track, metric), the metric's direction and its per-sample values
+    ``tracks`` with ``metrics``, through the runner into ``workdir`` (a run's ``<workdir>/meta``:
+    cached, never published), and return, by (track, metric), the metric's direction and its per-sample values
     by setting (``None`` for n/a)."""
     from xaibench.results import records
 
@@ -609,12 +626,12 @@ def _reference_values(
             params={explainer: {key: setting}},
             seed=seed,
             output_path=output_path,
-            workdir=results.workdir / META_WORKDIR,
+            workdir=workdir,
             publish=False,
             data_dir=data_dir,
             **options,
         )
-    frame = records(results.workdir / META_WORKDIR)
+    frame = records(workdir)
     rows = frame[(frame["explainer"] == explainer) & frame["track"].isin(tracks) & frame["metric"].isin(metrics)]
     out: dict[tuple[str, str], tuple[str, dict[Any, dict[str, float | None]]]] = {}
     for (track, metric), group in rows.groupby(["track", "metric"]):
@@ -664,11 +681,11 @@ def _planted_cue(
     if not figures:
         return {}
     metrics = sorted(set(faithful.loc[faithful["track"].isin(figures), "metric"]))
-    scored = _reference_values(
+    scored = reference_values(
         "planted",
         "region",
         ("cue", "object"),
-        results,
+        results.workdir / META_WORKDIR,
         sorted(figures),
         metrics,
         suite,

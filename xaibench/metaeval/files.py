@@ -101,13 +101,20 @@ def _ceiling_json(ceiling: Any) -> dict[str, Any]:
 
 
 def meta_json(
-    tracks: Mapping[str, TrackMeta], *, seed: int, submissions: Mapping[str, str], records: Mapping[str, str]
+    tracks: Mapping[str, TrackMeta],
+    *,
+    seed: int,
+    submissions: Mapping[str, str],
+    records: Mapping[str, str],
+    created: str | None = None,
 ) -> dict[str, Any]:
+    """``meta.json``'s content (see the module doc); ``created`` defaults to now (UTC, seconds):
+    the record passes its submissions' latest, so that a rebuild writes the same bytes."""
     return {
         "schema": SCHEMA,
         "seed": seed,
         "xaibench": __version__,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "created": created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "provenance": {"submissions": dict(submissions), "records": dict(records)},
         "tracks": {
             track: {
@@ -169,10 +176,13 @@ def write_meta(
     seed: int,
     submissions: Mapping[str, str],
     records: Mapping[str, str] | None = None,
+    created: str | None = None,
 ) -> tuple[Path, Path]:
-    """Write ``meta.json`` and ``meta.csv`` into ``folder`` (atomically); returns their paths."""
+    """Write ``meta.json`` and ``meta.csv`` into ``folder`` (atomically); returns their paths.
+    ``created``: the time it names (default now)."""
     folder.mkdir(parents=True, exist_ok=True)
     json_path, csv_path = folder / JSON_NAME, folder / CSV_NAME
-    write_json_atomic(json_path, meta_json(tracks, seed=seed, submissions=submissions, records=records or {}))
+    content = meta_json(tracks, seed=seed, submissions=submissions, records=records or {}, created=created)
+    write_json_atomic(json_path, content)
     write_csv_atomic(csv_path, CSV_FIELDS, csv_rows(tracks))
     return json_path, csv_path

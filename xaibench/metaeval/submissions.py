@@ -35,6 +35,7 @@ def meta_of_submissions(
     ceilings: Mapping[tuple[str, str], Ceiling] | None = None,
     consistency: Mapping[tuple[str, str], MetaConsistency] | None = None,
     protocol: Mapping[tuple[str, str], Protocol] | None = None,
+    created: str | None = None,
 ) -> MetaResult:
     """Assess every (track, metric) of the submissions in ``folder`` (the leaderboard's input:
     duplicates resolved as it resolves them, reference-only explainers left out) and write
@@ -45,7 +46,8 @@ def meta_of_submissions(
     the human ceilings by (track, metric) (:mod:`xaibench.metaeval.ceiling`), each explainer's mean
     then reported as a fraction of it; ``consistency``: noise resilience and adversarial reactivity
     by (track, metric) (:mod:`xaibench.metaeval.consistency`); ``protocol``: the protocol
-    sensitivity by (track, metric) (:mod:`xaibench.metaeval.protocol`)."""
+    sensitivity by (track, metric) (:mod:`xaibench.metaeval.protocol`); ``created``: the time
+    ``meta.json`` names (default now; the record passes a fixed one, for byte-identical rebuilds)."""
     loaded = read_submissions(folder)
     kept, _ = resolve_duplicates(loaded)
     reference = {s.key for s in kept if bool(s.data.get("explainer", {}).get("reference_only"))}
@@ -68,6 +70,11 @@ def meta_of_submissions(
         if card is not None:
             card.protocol = sensitivity
     json_path, csv_path = write_meta(
-        out, result, seed=seed, submissions=digests(s.path for s in loaded), records=digests(records)
+        out,
+        result,
+        seed=seed,
+        submissions=digests(s.path for s in loaded),
+        records=digests(records),
+        created=created,
     )
     return MetaResult(result, json_path, csv_path)

@@ -69,4 +69,16 @@ def read_gate(path: Path | None, submissions: Sequence[Submission]) -> Gate:
             if isinstance(card, dict) and card.get("verdict") == "invalid":
                 statuses[(str(track), str(metric))] = invalid_status(card)
     shown = f"{len(statuses)} metric(s) not ranked as invalid" if statuses else "no metric found invalid"
-    return Gate(statuses, note=f"meta-evaluation {path} applied: {shown}", data=data)
+    return Gate(statuses, note=f"meta-evaluation {_named(path, submissions)} applied: {shown}", data=data)
+
+
+def _named(path: Path, submissions: Sequence[Submission]) -> str:
+    """``path`` as the board names it: relative to the folder holding the submissions' folder
+    (``meta/meta.json`` beside ``submissions/``) where it lies there, so a board's files do not
+    change with where it was built; else as given."""
+    if submissions:
+        try:
+            return path.absolute().relative_to(submissions[0].path.absolute().parent.parent).as_posix()
+        except ValueError:
+            pass
+    return str(path)
