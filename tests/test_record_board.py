@@ -113,3 +113,27 @@ def test_a_fresh_sample_of_every_committed_submission_reruns_to_its_values(
     print("\n".join(result.lines()))
     assert result.passed, result.lines()
     assert copy.read_bytes() == path.read_bytes()  # the verdict goes to the log, not into a file
+
+
+def test_the_readme_shows_the_committed_boards_top_rows(tmp_path: Path) -> None:
+    from xaibench.record.readme import START, readme_problem, record_rows, update_readme
+
+    if not (ROOT / "leaderboard").is_dir():
+        pytest.skip(f"no board committed yet ({ROOT}/leaderboard)")
+    readme = ROOT.parents[1] / "README.md"
+    assert readme_problem(readme, ROOT, RECORD_SUITE) is None
+    rows = record_rows(ROOT, RECORD_SUITE, "record/record-v1")
+    board = json.loads((ROOT / "leaderboard" / "leaderboard.json").read_text(encoding="utf-8"))["rows"]
+    first = sorted(
+        (r["rank"], r["explainer"])
+        for r in board
+        if r["metric"] == "rank:overall" and r["track"] == "shapes" and r["rank"]
+    )[0]
+    assert f"| shapes | {first[1]} ({first[0]}) |" in rows
+    assert "oracle" not in rows  # a reference takes no rank, so never a top row
+    stale = tmp_path / "README.md"
+    stale.write_text(readme.read_text(encoding="utf-8").replace(f"| shapes | {first[1]}", "| shapes | sobel"))
+    assert readme_problem(stale, ROOT, RECORD_SUITE) == (
+        f"{stale}: its record rows are not the committed board's (run xaibench record board)"
+    )
+    assert update_readme(stale, ROOT, RECORD_SUITE) and START in stale.read_text(encoding="utf-8")

@@ -1268,6 +1268,7 @@ def record_board(
     """
     from xaibench.publish.record_bundle import BUNDLE_DIR
     from xaibench.record import build_record_board, record_paths
+    from xaibench.record.readme import update_readme
     from xaibench.record.validity import VALIDITY_NAME, compute_validity, write_validity
     from xaibench.suites.record import RECORD_SUITE
 
@@ -1285,6 +1286,20 @@ def record_board(
     console.print(f"wrote {board.meta_json} and {board.board_dir}/ (site in {board.board_dir}/site/)")
     if board.bundle is not None:
         console.print(f"wrote {board.bundle} ({board.bundle.stat().st_size / 1e6:.1f} MB)")
+    readme = _record_readme(root)
+    if readme is not None and update_readme(readme, folder, RECORD_SUITE):
+        console.print(f"wrote the record's rows into {readme}")
+
+
+def _record_readme(root: Path) -> Path | None:
+    """The README beside the records' folder that shows the record's rows, if there is one."""
+    from xaibench.record.readme import START
+
+    readme = root.resolve().parent / "README.md"
+    try:
+        return readme if START in readme.read_text(encoding="utf-8") else None
+    except OSError:
+        return None
 
 
 @record_group.command("check")
@@ -1296,11 +1311,15 @@ def record_check(root: Path, bundle: bool) -> None:
     from xaibench.publish.record_bundle import BUNDLE_DIR
     from xaibench.publish.validation import submission_files, validate_file
     from xaibench.record import check_record_board
+    from xaibench.record.readme import readme_problem
     from xaibench.suites.record import RECORD_SUITE
 
     folder = root / RECORD_SUITE
     problems = [str(issue) for path in submission_files([folder / "submissions"]) for issue in validate_file(path)]
     problems += check_record_board(folder, RECORD_SUITE, bundle_dir=BUNDLE_DIR if bundle else None)
+    readme = _record_readme(root)
+    if readme is not None and (problem := readme_problem(readme, folder, RECORD_SUITE)) is not None:
+        problems.append(problem)
     for line in problems:
         click.echo(line)
     if problems:
