@@ -69,12 +69,14 @@ def _without_data_folder() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def build_record_board(folder: Path, suite: str, *, seed: int = 0, bundle_dir: Path | None = BUNDLE_DIR) -> RecordBoard:
+def build_record_board(folder: Path, suite: str, *, seed: int = 0, bundle_dir: Path | None = None) -> RecordBoard:
     """Write the meta-evaluation and the board of the record in ``folder`` (``record/<suite>``):
     ``meta/meta.json``, ``meta/meta.csv`` and ``leaderboard/`` with its site, from
     ``folder/submissions`` and ``folder/meta/validity.json`` (absent: every metric's validity is
     untested, which the gate reads as it reads any); and the bundle that travels with the
-    package into ``bundle_dir`` (:mod:`xaibench.publish.record_bundle`; ``None``: not written)."""
+    package into ``bundle_dir`` (:mod:`xaibench.publish.record_bundle`: ``xaibench record board``
+    passes the package's :data:`~xaibench.publish.record_bundle.BUNDLE_DIR`; ``None``, the default:
+    not written)."""
     from xaibench.python_api import publish_leaderboard
 
     submissions = folder / SUBMISSIONS_FOLDER
