@@ -107,6 +107,13 @@ class ExplainTask:
     timeout: float | None = None
 
 
+def blinded(samples: Sequence[Sample]) -> list[Sample]:
+    """The samples as a method's explainer sees them: id, image and the class to explain. Ground
+    truth, label and meta (a planted cue's box) are left out: only explainers that declare
+    themselves references (``reference_only``, never ranked) read the answer (issue 42)."""
+    return [Sample(id=s.id, image=s.image, target=s.target) for s in samples]
+
+
 @dataclass
 class ExplainOutcome:
     """The raw output of one task (one entry per sample), or ``error``: why the call failed.
@@ -249,6 +256,14 @@ class WorkerState:
             self.explainers[key] = explainer
         return explainer
 
+    def is_reference(self, name: str) -> bool:
+        """Whether explainer ``name`` declares itself a reference (``reference_only``): the only
+        explainers that see the samples' ground truth."""
+        try:
+            return getattr(self.registry.entry("explainer", name).cls, "reference_only", False) is True
+        except Exception:  # noqa: BLE001 - unknown here: not a reference
+            return False
+
     def describe(self, spec: ExplainerSpec) -> Description:
         """Construct the explainer of ``spec`` (kept for later tasks) and say how it went."""
         try:
@@ -293,6 +308,8 @@ class WorkerState:
         inputs = torch.from_numpy(np.array(task.inputs, dtype=np.float32, copy=True)).to(device)
         targets = torch.as_tensor(np.array(task.targets, dtype=np.int64, copy=True))
         samples = task.samples
+        if samples is not None and not self.is_reference(task.explainer.name):
+            samples = blinded(samples)  # whatever the task carried: this worker's registry decides
         context = None if samples is None else ExplainContext(samples=copy.deepcopy(list(samples)))
         if ready is not None:
             ready()
@@ -427,7 +444,11 @@ class ExplainerHandle:
             explainer=self.spec,
             inputs=array,
             targets=np.asarray(labels, dtype=np.int64),
-            samples=None if context is None else list(context.samples),
+            samples=None
+            if context is None
+            else list(context.samples)
+            if self.reference_only
+            else blinded(context.samples),
             seed=seed,
             batch_seed=derive_seed(seed, self.name, "call", digest),
             timeout=self.timeout,
