@@ -150,9 +150,9 @@ def test_make_dist_builds_a_wheel_per_distribution(wheels: list[Path]) -> None:
     assert len(wheels) == len(expected)
 
 
-@pytest.mark.slow
-def test_wheels_install_offline_into_a_fresh_venv_and_run_a_suite(wheels: list[Path], tmp_path: Path) -> None:
-    env = _offline_env()
+def _fresh_venv(wheels: list[Path], tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path, Path]:
+    """A fresh environment in ``tmp_path/venv`` with the wheels installed offline and the dependencies
+    linked; returns (venv, its python, its site-packages)."""
     venv = tmp_path / "venv"
     made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env=env, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
@@ -169,6 +169,13 @@ def test_wheels_install_offline_into_a_fresh_venv_and_run_a_suite(wheels: list[P
         env=env, cwd=tmp_path,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    return venv, python, site
+
+
+@pytest.mark.slow
+def test_wheels_install_offline_into_a_fresh_venv_and_run_a_suite(wheels: list[Path], tmp_path: Path) -> None:
+    env = _offline_env()
+    venv, python, site = _fresh_venv(wheels, tmp_path, env)
 
     probe = "import xaibench, xaibench_rise; print(xaibench.__file__, xaibench_rise.__file__)"
     where = _run([str(python), "-c", probe], env=env, cwd=tmp_path)
@@ -202,3 +209,61 @@ def test_wheels_install_offline_into_a_fresh_venv_and_run_a_suite(wheels: list[P
         assert explained["computed"] + explained["cached"] == 8 and explained["failed"] == 0, (name, explained)
     assert (tmp_path / "leaderboard" / "leaderboard.csv").is_file()
     assert not (tmp_path / ".xaibench").exists(), "the run wrote outside --workdir"
+
+
+@pytest.mark.slow
+def test_scaffolded_plugin_in_a_fresh_venv_is_ranked_against_the_record(wheels: list[Path], tmp_path: Path) -> None:
+    """Issue 41: a plugin made by ``xaibench new-plugin``, installed into a fresh environment, is
+    ranked against the record by ``xaibench run -e NAME --suite record-v1 --track shapes`` run from a
+    folder outside the repository, and only that explainer is explained (the record's explainers come
+    from the bundle shipped in the wheel)."""
+    name, suite = "wheel-probe", "record-v1"
+    env = _offline_env(XAIBENCH_CACHE=str(tmp_path / "cache"), COLUMNS="250")
+    venv, python, site = _fresh_venv(wheels, tmp_path, env)
+    xaibench = venv / "bin" / "xaibench"
+
+    # xaibench and its record bundle come from the wheel, never from the checkout
+    probe = f"from xaibench.publish.record_bundle import bundle_file; print(bundle_file({suite!r}))"
+    where = _run([str(python), "-c", probe], env=env, cwd=tmp_path)
+    assert where.returncode == 0, where.stderr
+    bundle = Path(where.stdout.strip())
+    assert bundle.is_file() and bundle.is_relative_to(site), bundle
+
+    made = _run([str(xaibench), "new-plugin", name, "--dest", str(tmp_path / "plugin")], env=env, cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    project = tmp_path / "plugin" / f"xaibench-{name}"
+    # setuptools, the build backend, is reachable through the dependency links (no build isolation offline)
+    installed = _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--no-deps",
+         "--no-build-isolation", "--quiet", str(project)],
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    module = _run([str(python), "-c", f"import xaibench_{name.replace('-', '_')} as m; print(m.__file__)"],
+                  env=env, cwd=tmp_path)  # fmt: skip
+    assert module.returncode == 0 and Path(module.stdout.strip()).is_relative_to(site), module.stdout + module.stderr
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    assert not work.resolve().is_relative_to(REPO), work
+    run = _run(
+        [str(xaibench), "run", "-e", name, "--suite", suite, "--track", "shapes", "--quiet"],
+        env=env, cwd=work, timeout=1200,
+    )  # fmt: skip
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    joined = re.search(rf"ranked against the record of {suite}: (\d+) of its submissions in submissions/", output)
+    assert joined is not None, output[-3000:]
+    record_files = sorted(p.name for p in (work / "submissions").glob("*.json") if p.name != f"{name}.json")
+    assert int(joined[1]) == len(record_files) >= 2, (joined[0], record_files)
+    assert (work / "submissions" / f"{name}.json").is_file()
+
+    records = [json.loads(x) for x in (work / ".xaibench" / "results" / "shapes.jsonl").read_text().splitlines()]
+    assert records and {r["explainer"]["name"] for r in records} == {name}  # only the new explainer was explained
+    assert {r["explainer"]["distribution"] for r in records} == {f"xaibench-{name}"}
+
+    rows = json.loads((work / "leaderboard" / "leaderboard.json").read_text(encoding="utf-8"))["rows"]
+    for metric in ("iou", "deletion"):
+        ranks = {r["explainer"]: r["rank"] for r in rows if r["track"] == "shapes" and r["metric"] == metric}
+        ranked = {e for e, rank in ranks.items() if rank is not None}
+        assert {name, "center", "deeplift"} <= ranked, (metric, ranks)

@@ -137,3 +137,24 @@ def test_the_readme_shows_the_committed_boards_top_rows(tmp_path: Path) -> None:
         f"{stale}: its record rows are not the committed board's (run xaibench record board)"
     )
     assert update_readme(stale, ROOT, RECORD_SUITE) and START in stale.read_text(encoding="utf-8")
+
+
+def test_the_record_site_links_its_submissions_and_overlays_in_place() -> None:
+    """The record's site does not copy the submission files and overlays (they would be in the
+    record twice): its links reach them in ``submissions/``, and every one resolves."""
+    import re
+
+    site = ROOT / "leaderboard" / "site"
+    if not site.is_dir():
+        pytest.skip(f"no site committed yet ({site})")
+    assert not (site / "data" / "submissions").exists() or not any((site / "data" / "submissions").iterdir())
+    assert not (site / "assets" / "overlays").exists() or not any((site / "assets" / "overlays").iterdir())
+    linked = 0
+    for page in site.rglob("*.html"):
+        for href in re.findall(r'(?:href|src)="([^"#?]+)"', page.read_text(encoding="utf-8")):
+            if "submissions/" in href and not href.startswith(("http:", "https:")):
+                target = (page.parent / href).resolve()
+                assert target.is_file(), (page.relative_to(site), href)
+                assert target.is_relative_to((ROOT / "submissions").resolve()), href
+                linked += 1
+    assert linked >= len(SUBMISSIONS)  # at least each file's own link

@@ -89,10 +89,13 @@ def publish_board_folder(
     with_site: bool = True,
     registry: Registry | None = None,
     paper_dir: Path | None = None,
+    linked: str | None = None,
 ) -> BoardFolder:
     """Write the leaderboard files of ``board`` and, with ``with_site``, its site (``site_dir``,
     default ``board_dir/site``) as one folder replacing ``board_dir`` whole (module docstring).
-    The submissions are not validated again (the caller validated them before ranking)."""
+    The submissions are not validated again (the caller validated them before ranking). ``linked``:
+    the site links the submission files and overlays in place at that URL (relative to the site's
+    root) instead of copying them (the record's site)."""
     from xaibench.site.writer import check_site_dir, fill_site, write_site
 
     site = (site_dir or board_dir / "site") if with_site else None
@@ -104,7 +107,9 @@ def publish_board_folder(
     if site is not None:
         from xaibench.site.build import site_contents  # imports torch (the PASTA figures): only for a site
 
-        contents = site_contents(submissions_dir, board=board, registry=registry, validate=False, paper_dir=paper_dir)
+        contents = site_contents(
+            submissions_dir, board=board, registry=registry, validate=False, paper_dir=paper_dir, linked=linked
+        )
     target = _absolute(board_dir)  # a symlinked folder: replace what it points to, keep the link
     remove_stale_siblings(target)
     staging = make_staging_dir(target)

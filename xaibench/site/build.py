@@ -85,6 +85,7 @@ def site_contents(
     registry: Registry | None = None,
     validate: bool = True,
     paper_dir: Path | None = None,
+    linked: str | None = None,
 ) -> tuple[dict[str, Page], dict[str, str | bytes]]:
     """The site's pages and files (what :func:`xaibench.site.writer.write_site` and
     :func:`xaibench.site.writer.fill_site` write), from the submissions (see :func:`build_site`)."""
@@ -101,11 +102,11 @@ def site_contents(
         from xaibench.plugins.manager import get_registry
 
         registry = get_registry()
-    shown, overlays = submitted(subs, board, submissions_dir)
+    shown, overlays = submitted(subs, board, submissions_dir, linked)
     data: dict[str, str | bytes] = {
         "data/leaderboard.csv": to_csv(board.rows),
         "data/leaderboard.json": json.dumps(board_json(board), indent=2) + "\n",
-        **{f"data/submissions/{s.slug}.json": s.raw for s in shown},
+        **({} if linked is not None else {f"data/submissions/{s.slug}.json": s.raw for s in shown}),
         **overlays,
     }
     return _pages(board, shown, registry, paper_dir), data
@@ -128,7 +129,7 @@ def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_
     common = {
         "subs": subs,
         "n_subs": len(subs),
-        "files": [(s.slug, s.path.name, s.sha256) for s in subs],
+        "files": [(s.download, s.path.name, s.sha256) for s in subs],
         "has_meta": board.meta is not None,  # the metrics page (xaibench meta's cards) is built
     }
     names = {s.key: (str(s.data["explainer"].get("name", s.key)), s.name) for s in subs}

@@ -37,6 +37,14 @@ class Submitted:
     """(track, k) -> site-relative path of the k-th example's overlay."""
     label: str = ""
     """The board's display label (a parameter variant with its short parameters), "" when it has none."""
+    href: str = ""
+    """Where the site links the submission file, relative to the site's root: its own copy
+    (``data/submissions/<slug>.json``) unless the site links the submissions folder in place."""
+
+    @property
+    def download(self) -> str:
+        """The site-relative link of the submission file."""
+        return self.href or f"data/submissions/{self.slug}.json"
 
     @property
     def name(self) -> str:
@@ -58,10 +66,12 @@ class Submitted:
 
 
 def submitted(
-    subs: Sequence[Submission], board: Leaderboard, submissions_dir: Path
+    subs: Sequence[Submission], board: Leaderboard, submissions_dir: Path, linked: str | None = None
 ) -> tuple[list[Submitted], dict[str, bytes]]:
     """The site's view of each submission (page slugs unique, case-insensitively) with its board
-    label and verified overlays, and the overlay files to write (site-relative path -> PNG bytes)."""
+    label and verified overlays, and the overlay files to write (site-relative path -> PNG bytes).
+    ``linked``: the submissions folder's URL relative to the site's root (e.g. ``../../submissions/``
+    for the record's site): the site then links the files and overlays there instead of copying them."""
     out: list[Submitted] = []
     files: dict[str, bytes] = {}
     used: set[str] = set()
@@ -76,14 +86,16 @@ def submitted(
         label = info.get("label") if isinstance(info, dict) else None
         digest = hashlib.sha256(raw).hexdigest()
         shown = Submitted(sub.key, slug, sub.path, sub.data, raw, digest, label=label if isinstance(label, str) else "")
-        files.update(_overlays(shown, submissions_dir))
+        if linked is not None:
+            shown.href = f"{linked}{sub.path.name}"
+        files.update(_overlays(shown, submissions_dir, linked))
         out.append(shown)
     return out, files
 
 
-def _overlays(sub: Submitted, submissions_dir: Path) -> dict[str, bytes]:
+def _overlays(sub: Submitted, submissions_dir: Path, linked: str | None = None) -> dict[str, bytes]:
     """Each example PNG whose path stays under ``assets/`` and whose sha256 matches, by its site path
-    (recorded in ``sub.overlays``)."""
+    (recorded in ``sub.overlays``); ``linked``: linked in the submissions folder, not copied."""
     files: dict[str, bytes] = {}
     root = submissions_dir.resolve()
     for track_name, track in sub.data["tracks"].items():
@@ -96,6 +108,9 @@ def _overlays(sub: Submitted, submissions_dir: Path) -> dict[str, bytes]:
                 continue
             data = path.read_bytes()
             if not data.startswith(PNG_SIGNATURE) or hashlib.sha256(data).hexdigest() != digest:
+                continue
+            if linked is not None:
+                sub.overlays[(track_name, k)] = f"{linked}{path.relative_to(root).as_posix()}"
                 continue
             name = f"assets/overlays/{digest[:24]}.png"
             files[name] = data
