@@ -46,6 +46,7 @@ LAYERS: dict[str, int] = {
     "xaibench.allocator": 0,
     "xaibench.lazyjson": 0,
     "xaibench.device_random": 0,
+    "xaibench.safe_names": 0,
     "xaibench.api": 1,
     "xaibench.plugins": 2,
     "xaibench.kit": 2,

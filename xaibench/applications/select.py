@@ -23,6 +23,7 @@ from xaibench.applications.objective import ObjectiveStatus
 from xaibench.applications.settings import SettingScores
 from xaibench.errors import XaibenchError
 from xaibench.files import write_csv_atomic, write_json_atomic
+from xaibench.safe_names import file_name
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
 
@@ -138,7 +139,7 @@ def select(scores: SettingScores, *, seed: int = 0, status: ObjectiveStatus | No
 
 def select_paths(folder: Path, result: SelectResult) -> tuple[Path, Path]:
     """``<folder>/select-<track>-<objective>.csv`` (the choices) and ``.json`` (everything)."""
-    stem = f"select-{result.track}-{result.objective}"
+    stem = f"select-{file_name(result.track)}-{file_name(result.objective)}"
     return folder / f"{stem}.csv", folder / f"{stem}.json"
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from xaibench.applications.objective import ObjectiveStatus
 from xaibench.applications.settings import Setting, SettingScores
 from xaibench.files import write_csv_atomic, write_json_atomic
+from xaibench.safe_names import file_name
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
 
@@ -155,7 +156,7 @@ def tune(scores: SettingScores, *, seed: int = 0, status: ObjectiveStatus | None
 
 def tune_paths(folder: Path, result: TuneResult) -> tuple[Path, Path]:
     """``<folder>/tune-<explainer>-<track>-<objective>.csv`` and ``.json``."""
-    stem = f"tune-{result.explainer}-{result.track}-{result.objective}"
+    stem = f"tune-{file_name(result.explainer)}-{file_name(result.track)}-{file_name(result.objective)}"
     return folder / f"{stem}.csv", folder / f"{stem}.json"
 
 

@@ -8,8 +8,11 @@ as PNG files next to the submissions::
     <submissions>/assets/<explainer>@<params digest>/<track>/<k>-<sample id>.png
 
 and lists them in the submission (``tracks.<track>.examples``) by relative path and sha256, so
-the site builder can check that a file is the one the run wrote. Names are sanitised to
-``[A-Za-z0-9_.@+-]``. Concept explanations are shown as their canonical sentence
+the site builder can check that a file is the one the run wrote. The explainer's name and
+digest must be plain names (:func:`xaibench.safe_names.checked_name`: registration makes them
+so); the track name and sample id are mapped to file names (:func:`xaibench.safe_names.file_name`:
+themselves when plain, escaped with ``@XX`` otherwise), so every file lies under ``assets/`` and
+two tracks or samples never share one. Concept explanations are shown as their canonical sentence
 (:func:`xaibench.pasta.render.concept_sentence`), stored in the entry as ``sentence``, with no file.
 """
 
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,21 +30,21 @@ from PIL import Image
 from xaibench.files import write_bytes_atomic
 from xaibench.pasta.render import concept_sentence, render_id, render_overlay
 from xaibench.runner.examples import ExampleSet
+from xaibench.safe_names import checked_name, file_name
 
 ASSETS_DIR = "assets"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
-
-
-def safe_name(text: str, limit: int = 80) -> str:
-    """``text`` with every character outside ``[A-Za-z0-9_.+-]`` replaced by ``_`` (no leading dot)."""
-    out = _UNSAFE.sub("_", str(text))[:limit]
-    return "_" + out[1:] if out.startswith(".") else out or "_"
 
 
 def example_folder(explainer_block: Mapping[str, Any], track: str) -> str:
     """Relative (to the submissions folder) folder of one explainer's examples on one track."""
-    owner = f"{safe_name(explainer_block['name'])}@{safe_name(explainer_block['params_digest'])}"
-    return f"{ASSETS_DIR}/{owner}/{safe_name(track)}"
+    name = checked_name(explainer_block["name"], kind="explainer")
+    digest = checked_name(explainer_block["params_digest"], kind=f"explainer {name}: params digest")
+    return f"{ASSETS_DIR}/{name}@{digest}/{file_name(track, kind='track')}"
+
+
+def example_file(position: int, sample_id: str) -> str:
+    """The file name of the overlay of the example at ``position`` (``<k>-<sample id>.png``)."""
+    return f"{int(position)}-{file_name(sample_id, kind='sample id')}.png"
 
 
 def png_bytes(image: np.ndarray) -> bytes:
@@ -73,7 +75,7 @@ def render_examples(examples: ExampleSet, folder: Path) -> list[dict[str, Any]]:
             entry["sentence"] = concept_sentence(example.explanation, target=example.target_name)
         else:
             data = png_bytes(render_overlay(example.image, np.asarray(example.explanation)))
-            rel = f"{rel_folder}/{position}-{safe_name(example.sample_id)}.png"
+            rel = f"{rel_folder}/{example_file(position, example.sample_id)}"
             write_bytes_atomic(folder / rel, data)
             entry.update(png=rel, sha256=hashlib.sha256(data).hexdigest())
         entries.append(entry)

@@ -32,6 +32,7 @@ from typing import Any
 from xaibench.errors import XaibenchError
 from xaibench.files import write_bytes_atomic, write_json_atomic
 from xaibench.publish.submission import read_submissions
+from xaibench.safe_names import file_name
 
 __all__ = [
     "BUNDLE_DIR",
@@ -54,7 +55,7 @@ SITE_ONLY_METRIC_KEYS = ("histogram", "curve")
 
 def bundle_file(suite: str, folder: Path | None = None) -> Path:
     """The bundle of ``suite`` in ``folder`` (default :data:`BUNDLE_DIR`)."""
-    return (folder if folder is not None else BUNDLE_DIR) / f"{suite}.json.gz"
+    return (folder if folder is not None else BUNDLE_DIR) / f"{file_name(suite, kind='suite')}.json.gz"
 
 
 def values_only(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,7 +205,7 @@ def join_record(submissions: Path, summary: Mapping[str, Any], suite: str) -> Jo
     if why is not None:
         out.lines.append(f"not ranked against the record of {suite}: {why}")
         return out
-    marker = submissions / f".record-{suite}.joined"
+    marker = submissions / f".record-{file_name(suite, kind='suite')}.joined"
     written: dict[str, str] = {}
     if marker.is_file():
         try:

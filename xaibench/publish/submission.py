@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
@@ -45,6 +44,7 @@ from xaibench.publish.submission_files import (
     read_bytes,
     submission_text,
 )
+from xaibench.safe_names import checked_name
 
 if TYPE_CHECKING:  # the runner imports torch; reading and ranking submissions needs neither
     from xaibench.runner.run import RunResult
@@ -57,8 +57,13 @@ SUPPORTED_SCHEMAS = (SCHEMA_V1, SCHEMA_V2)
 
 
 def submission_filename(explainer: str, params_digest: str, default_params: bool) -> str:
-    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", explainer)
-    return f"{safe}.json" if default_params else f"{safe}@{params_digest}.json"
+    """``<explainer>.json``, or ``<explainer>@<params digest>.json`` for other parameters. Both
+    must be plain names (:func:`xaibench.safe_names.checked_name`; a registered explainer's name
+    is): one that is not is refused in one line, never turned into a path or another file's name."""
+    name = checked_name(explainer, kind="explainer")
+    if default_params:
+        return f"{name}.json"
+    return f"{name}@{checked_name(params_digest, kind=f'explainer {name}: params digest')}.json"
 
 
 class Earlier(TypedDict, total=False):

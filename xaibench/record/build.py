@@ -29,6 +29,7 @@ from xaibench.plugins.manager import Registry, get_registry
 from xaibench.publish.submission import load_submission, submission_filename, write_run
 from xaibench.runner.config import API, data_dir, make_run_config
 from xaibench.runner.run import Runner, resolve_explainers
+from xaibench.safe_names import checked_name
 from xaibench.suites.record import RECORD_SUITE, RECORD_TRACKS, missing_tracks
 
 __all__ = ["RecordPaths", "RecordProgress", "build_record", "missing_work", "record_paths"]
@@ -54,7 +55,7 @@ class RecordPaths:
 def record_paths(suite: str = RECORD_SUITE, root: Path = RECORD_ROOT, workdir: Path | None = None) -> RecordPaths:
     """The record of ``suite`` under ``root`` (``record/<suite>/``); ``workdir`` defaults to
     ``.xaibench/record/<suite>`` beside ``root`` (ignored by git, like every run's output)."""
-    base = root / suite
+    base = root / checked_name(suite, kind="suite")
     work = workdir if workdir is not None else root.parent / ".xaibench" / "record" / suite
     return RecordPaths(base / "submissions", work)
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from xaibench import integrity
 from xaibench.runner.cost import checked
+from xaibench.safe_names import file_name
 
 
 def digest(obj: Any) -> str:
@@ -85,8 +86,9 @@ class ExplanationCache:
         return key if self.scope is None else digest([key, self.scope])
 
     def _path(self, key: str, suffix: str) -> Path:
-        key = self._full_key(key)
-        return self.root / key[:2] / f"{key}{suffix}"
+        # keys are hex digests (their own file names); any other key is mapped, never a path
+        name = file_name(self._full_key(key), kind="cache key")
+        return self.root / name[:2] / f"{name}{suffix}"
 
     @property
     def n_rejected(self) -> int:

@@ -47,7 +47,7 @@ from xaibench.runner.records import (
     runtime_key,
     unverified_line,
 )
-from xaibench.runner.store import RecordStore, WorkdirLock
+from xaibench.runner.store import RecordStore, WorkdirLock, track_journal
 from xaibench.runner.track import TrackContext, load_track
 from xaibench.runner.workers import make_executor
 from xaibench.stats import INTERVAL_RULE, summarise
@@ -374,7 +374,7 @@ class Runner:
             self.progress.log(f"[red]track {spec.name}: {exc}")
             return {"error": str(exc)}
         metrics = resolve_metrics(self.registry, spec, config.metrics, masks=track_has_masks(track.samples))
-        store = RecordStore(config.workdir / "results" / f"{spec.name}.jsonl")
+        store = RecordStore(track_journal(config.workdir / "results", spec.name))
         out: dict[str, Any] = {"provenance": track.provenance, "explainers": {}}
         if store.old_keys:
             out["old_key_records"] = store.old_keys

@@ -3,6 +3,9 @@
 A track's records live in ``<workdir>/results/``: an append-only journal ``<track>.jsonl`` and
 immutable Parquet part files ``<track>.part-<n>.parquet`` (:mod:`xaibench.runner.columnar`:
 one row per record, provenance stored once per (track, explainer, metric) and referenced by id).
+``<track>`` is the track's file name (:func:`track_journal`, :func:`xaibench.safe_names.file_name`:
+the name itself for plain names, escaped otherwise), so a track named ``../..`` or ``/tmp/x``
+still writes inside ``results/``; the records, not the file names, say which track they are of.
 
 The journal is the write-ahead log. Records are appended to it a batch at a time and fsynced. An
 interrupted write can leave at most one torn last line; reading skips it and the next append starts
@@ -51,6 +54,7 @@ from xaibench import integrity
 from xaibench.errors import XaibenchError
 from xaibench.files import named, write_bytes_atomic
 from xaibench.runner import columnar
+from xaibench.safe_names import file_name
 
 LOCK_NAME = ".lock"
 TAG_FIELD = "integrity"
@@ -68,6 +72,12 @@ PART_SUFFIX = ".parquet"
 def _compact_rows() -> int:
     text = os.environ.get("XAIBENCH_COMPACT_ROWS", "")
     return int(text) if text.isdigit() and int(text) > 0 else COMPACT_ROWS
+
+
+def track_journal(results: Path, track: str) -> Path:
+    """The journal of the track named ``track`` in ``results`` (a workdir's ``results/``):
+    ``<file name of track>.jsonl``, always a file directly in ``results`` whatever the name."""
+    return results / f"{file_name(track, kind='track')}{JOURNAL_SUFFIX}"
 
 
 def part_files(journal: Path) -> list[Path]:

@@ -41,7 +41,7 @@ from xaibench.publish.submission_files import SCHEMA_V1, per_sample
 from xaibench.runner.cache import digest
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.records import KEY_VERSION, RECORD_SCHEMA
-from xaibench.runner.store import RecordStore
+from xaibench.runner.store import RecordStore, track_journal
 from xaibench.stats import INTERVAL_RULE, summarise
 
 BUILTIN_METRICS: tuple[tuple[str, str, str, bool], ...] = (
@@ -313,7 +313,7 @@ class ScaleData:
         :meth:`RecordStore.append`; returns how many were written."""
         written = 0
         for ti, track in enumerate(self.tracks):
-            store = RecordStore(workdir / "results" / f"{track}.jsonl")
+            store = RecordStore(track_journal(workdir / "results", track))
             pending: list[dict[str, Any]] = []
             for xi in range(len(self.explainers)):
                 for record in self.records(ti, xi):
