@@ -163,7 +163,7 @@ def test_a_real_ctrl_c_while_a_plugin_loads_still_interrupts(tmp_path: Path, mon
         f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n",
     )
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", "slow")
+    monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", "xb-slow")
     monkeypatch.setenv("XAIBENCH_SANDBOX_WRITABLE", str(tmp_path))
     monkeypatch.setenv("XAIBENCH_CACHE", str(tmp_path / "cache"))
 

@@ -88,7 +88,7 @@ def remote(tmp_path: Path, registry: manager.Registry, monkeypatch: pytest.Monke
     write_distribution(site, DIST, MODULE, CODE)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delenv("XAIBENCH_DISABLE_PLUGINS", raising=False)
-    monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", "remote_invariance")
+    monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", DIST)
     keys = ("version", "family", "direction", "ranking", "default", "unit", "explanation_kinds", "needs")
     data: dict[str, Any] = {key: getattr(InputInvariance, key) for key in keys}
     data.update(default_params=dict(InputInvariance.default_params), param_specs=dict(InputInvariance.param_specs))

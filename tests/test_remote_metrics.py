@@ -166,7 +166,7 @@ def remote(tmp_path: Path, registry: manager.Registry, monkeypatch: pytest.Monke
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delenv("XAIBENCH_DISABLE_PLUGINS", raising=False)
     # the workers load only these two distributions (the built-ins always): a faster start
-    monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", "remote_metrics,broken_metrics")
+    monkeypatch.setenv("XAIBENCH_LOAD_PLUGINS", f"{DIST},{BROKEN}")
     classes = [
         _stand_in("remote-deletion", DIST, Deletion),
         _stand_in("remote-sensitivity", DIST, MaxSensitivity),

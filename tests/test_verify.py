@@ -1,4 +1,5 @@
-"""`xaibench submission verify`: re-running a seeded subset of a submission's records."""
+"""`xaibench submission verify`: re-running a subset of a submission's records, n/a ones included,
+drawn with a fresh seed unless one is given."""
 
 from __future__ import annotations
 
@@ -95,12 +96,13 @@ def test_a_fresh_submission_verifies_and_records_the_verification(
     values = {m: _values(before, m) for m in METRICS}
     assert all(sorted(values[m]) == IDS for m in METRICS)
     assert all(isinstance(values[m][s], float) for m in METRICS for s in IDS)  # 24 records
-    chosen = choose(recorded_values(path, before), 16)
+    chosen = choose(recorded_values(path, before), 16, seed=0)
     samples = {r.sample_id for r in chosen}
-    code, lines = _cli(capsys, "submission", "verify", path)
+    code, lines = _cli(capsys, "submission", "verify", path, "--seed", 0)
     assert code == 0, lines
-    assert lines[0].startswith(f"re-running 16 of the records of gradient in {path} ({len(samples)} samples of 1 track")
-    assert "device cpu, 1 thread" in lines[0]
+    assert lines[0] == "seed 0 (--seed 0 draws the same records again)"
+    assert lines[1].startswith(f"re-running 16 of the records of gradient in {path} ({len(samples)} samples of 1 track")
+    assert "device cpu, 1 thread" in lines[1]
     assert lines[-2] == f"({lines[-2][1:].split()[0]} s; the verification is recorded in {path})"
     assert lines[-1] == "verified: 16 of 16 records match to 1e-06"
     after = _load(path)
@@ -109,7 +111,14 @@ def test_a_fresh_submission_verifies_and_records_the_verification(
     stamp = dt.datetime.fromisoformat(block.pop("verified_at"))
     assert stamp.utcoffset() == dt.timedelta(0)
     assert abs((dt.datetime.now(dt.UTC) - stamp).total_seconds()) < 600
-    assert block == {"checked": 16, "matched": 16, "tolerance": 1e-06, "passed": True, "xaibench": __version__}
+    assert block == {
+        "checked": 16,
+        "seed": 0,
+        "matched": 16,
+        "tolerance": 1e-06,
+        "passed": True,
+        "xaibench": __version__,
+    }
     assert validate_file(path) == []
 
 
@@ -140,7 +149,8 @@ def test_a_subset_re_runs_only_the_chosen_samples_and_matches(subs: Path, capsys
     assert moved, chosen  # the test needs a record whose sample moved within its batch
     code, lines = _cli(capsys, "submission", "verify", path, "--samples", 6, "--seed", 5)
     assert code == 0, lines
-    assert lines[0].startswith(f"re-running 6 of the records of random in {path} ({len(samples)} samples of 1 track")
+    assert lines[0] == "seed 5 (--seed 5 draws the same records again)"
+    assert lines[1].startswith(f"re-running 6 of the records of random in {path} ({len(samples)} samples of 1 track")
     assert lines[-1] == "verified: 6 of 6 records match to 1e-06"
     assert _load(path)["verification"]["checked"] == 6
 
@@ -157,7 +167,8 @@ def test_hand_edited_values_fail_naming_exactly_those_records(subs: Path, capsys
     _save(path, data)
     code, lines = _cli(capsys, "submission", "verify", path, "--samples", 100)
     assert code == 1, lines
-    assert lines[1:-2] == [
+    assert lines[0] == "all 24 records are re-run (--samples 100; no draw)"
+    assert lines[2:-2] == [
         f"shapes/deletion/shapes-test-0006: recorded {true_deletion - 2e-6!r}, re-run {true_deletion!r}",
         f"shapes/iou/shapes-test-0003: recorded {true_iou + 0.25!r}, re-run {true_iou!r}",
     ]
@@ -174,15 +185,17 @@ def test_provenance_that_differs_fails_before_any_work_naming_it(
     data["explainer"]["version"] = "0.9.0"
     data["tracks"]["shapes"]["metrics"]["deletion"]["params"]["steps"] = 40
     _save(path, data)
-    code, lines = _cli(capsys, "submission", "verify", path)
+    code, lines = _cli(capsys, "submission", "verify", path, "--seed", 7)
     assert code == 1, lines
-    assert lines[:2] == [
+    assert lines[0] == "seed 7 (--seed 7 draws the same records again)"  # said before any work
+    assert lines[1:3] == [
         'explainer gradient version: recorded "0.9.0", here "1.0.0"',
         'shapes/deletion: metric params: recorded {"steps": 40}, here {"steps": 50}',
     ]
     assert lines[-1] == f"FAILED: {path} cannot be re-run as recorded (2 differences above); none of 16 records re-run"
-    assert len(lines) == 4  # the two differences, where the verdict is recorded, the verdict
+    assert len(lines) == 5  # the seed, the two differences, where the verdict is recorded, the verdict
     assert _load(path)["verification"]["passed"] is False
+    assert _load(path)["verification"]["seed"] == 7
 
 
 def test_model_identity_and_dataset_revision_are_checked(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -195,7 +208,7 @@ def test_model_identity_and_dataset_revision_are_checked(subs: Path, capsys: pyt
     _save(path, data)
     code, lines = _cli(capsys, "submission", "verify", path)
     assert code == 1, lines
-    assert lines[:2] == [
+    assert lines[1:3] == [
         f'shapes: dataset revision: recorded "{"0" * 16}", here "{revision}"',
         f'shapes: model identity: recorded "shapes-cnn/shapes@000000000000", here "{identity}"',
     ]
@@ -211,9 +224,9 @@ def test_a_recorded_device_missing_here_re_runs_on_the_cpu_and_says_so(
     _save(path, data)
     code, lines = _cli(capsys, "submission", "verify", path, "--samples", 4)
     assert code == 0, lines
-    assert lines[0].startswith(f"re-running 4 of the records of random in {path}") and "device cpu" in lines[0]
-    assert lines[1].startswith("the recorded device cuda:7 is not available here (")
-    assert lines[1].endswith("): re-running on cpu, where values may differ")
+    assert lines[1].startswith(f"re-running 4 of the records of random in {path}") and "device cpu" in lines[1]
+    assert lines[2].startswith("the recorded device cuda:7 is not available here (")
+    assert lines[2].endswith("): re-running on cpu, where values may differ")
     assert lines[-1] == "verified: 4 of 4 records match to 1e-06"
 
 
@@ -275,25 +288,34 @@ def test_choice_is_seeded_sorted_and_without_replacement() -> None:
     assert choose(records, 20, seed=3) == ordered == choose(records, 99, seed=0)
 
 
-def test_recorded_values_skip_na_and_reject_bad_values(tmp_path: Path) -> None:
+def test_recorded_values_keep_na_and_reject_bad_values(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     data: dict[str, Any] = {"tracks": {"t": {"metrics": {"m": {"samples": {"a": 0.5, "b": None, "c": 1}}}}}}
-    assert recorded_values(path, data) == [Record("t", "m", "a", 0.5), Record("t", "m", "c", 1.0)]
+    assert recorded_values(path, data) == [
+        Record("t", "m", "a", 0.5),
+        Record("t", "m", "b", None),
+        Record("t", "m", "c", 1.0),
+    ]
     data["tracks"]["t"]["metrics"]["m"]["samples"]["b"] = "0.5"
     with pytest.raises(XaibenchError, match=r"x\.json: tracks/t/metrics/m/samples/b is '0.5', not a number"):
         recorded_values(path, data)
-    data["tracks"]["t"]["metrics"]["m"]["samples"] = {"a": None}
-    with pytest.raises(XaibenchError, match="every recorded value is n/a"):
+    data["tracks"]["t"]["metrics"]["m"]["samples"] = {"a": None}  # every record n/a: still records to re-run
+    assert recorded_values(path, data) == [Record("t", "m", "a", None)]
+    data["tracks"]["t"]["metrics"]["m"]["samples"] = {}
+    with pytest.raises(XaibenchError, match="no per-sample records to verify"):
         recorded_values(path, data)
 
 
-def test_recorded_values_of_v2_skip_na_and_reject_bad_values(tmp_path: Path) -> None:
+def test_recorded_values_of_v2_keep_na_and_reject_bad_values(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     track: dict[str, Any] = {"sample_ids": ["a", "b", "c"], "metrics": {"m": {"values": encode_values([0.5, None, 1])}}}
     data: dict[str, Any] = {"tracks": {"t": track}}
-    assert recorded_values(path, data) == [Record("t", "m", "a", 0.5), Record("t", "m", "c", 1.0)]
+    expected = [Record("t", "m", "a", 0.5), Record("t", "m", "b", None), Record("t", "m", "c", 1.0)]
+    assert recorded_values(path, data) == expected
     track["metrics"]["m"]["values"] = [0.5, None, 1]  # the hand-written array form reads the same
-    assert recorded_values(path, data) == [Record("t", "m", "a", 0.5), Record("t", "m", "c", 1.0)]
+    assert recorded_values(path, data) == expected
+    track["metrics"]["m"]["values"] = None  # every sample n/a
+    assert recorded_values(path, data) == [Record("t", "m", s, None) for s in "abc"]
     track["metrics"]["m"]["values"] = encode_values([0.5, float("-inf"), 1])
     with pytest.raises(XaibenchError, match=r"x\.json: tracks/t/metrics/m/values/b is -inf, not a number or null"):
         recorded_values(path, data)
@@ -343,7 +365,7 @@ def test_verify_re_runs_with_the_recorded_batch_size(
     data["run"]["batch_size"] = 5
     _save(path, data)
     code, lines = _cli(capsys, "submission", "verify", path, "--samples", "4")
-    assert code == 0 and used == [5] and "batch size 5" in lines[0], lines
+    assert code == 0 and used == [5] and "batch size 5" in lines[1], lines
     del data["run"]["batch_size"]  # a submission from before the batch size was recorded
     _save(path, data)
     code, lines = _cli(capsys, "submission", "verify", path, "--samples", "4")
@@ -373,3 +395,149 @@ def test_a_record_that_rounds_differently_alone_is_reproduced_in_its_original_ba
     result = verify_submission(copy, get_registry(), samples=1, seed=seed)
     assert result.passed and result.matched == 1, result.lines()
     assert f"{wanted}: matches when re-run in its original batch of 16" in result.notes
+
+
+# ----------------------------------------------------------------------------- n/a records and fresh seeds
+#
+# The attack (issue): set the worst quarter of `random`'s samples to n/a (their values NaN, n/n_na,
+# na_reasons, mean and intervals recomputed so that `validate` passes), knowing that verify never
+# re-ran n/a records and that its seed-0 draw was predictable: `random`'s iou rose and the file
+# still verified.
+
+NA_REASON = "explainer returned a constant map"
+
+
+def _mark_na(data: dict[str, Any], sample_ids: list[str], reason: str = NA_REASON) -> None:
+    """Make ``sample_ids`` n/a in every metric of track shapes of a /2 file, with the summary that
+    ``validate`` recomputes (n, n_na, na_reasons, mean, the shared-resample interval, histogram)."""
+    from xaibench.runner.distributions import histogram
+    from xaibench.stats import INTERVAL_RULE, interval_seed, shared_intervals
+
+    assert data["intervals"] == INTERVAL_RULE
+    track = data["tracks"]["shapes"]
+    for block in track["metrics"].values():
+        values = decode_values(block["values"]).copy()
+        for sample_id in sample_ids:
+            values[track["sample_ids"].index(sample_id)] = np.nan
+        kept = values[~np.isnan(values)]
+        block["values"] = encode_values([None if np.isnan(v) else float(v) for v in values])
+        block["n"], block["n_na"] = int(kept.size), int(values.size - kept.size)
+        block["na_reasons"] = {**(block.get("na_reasons") or {}), reason: len(sample_ids)}
+        block["mean"] = float(np.mean(kept))
+        (low,), (high,) = shared_intervals(values[None], interval_seed(data["seed"], "shapes"))
+        block["ci_low"], block["ci_high"] = float(low), float(high)
+        block["histogram"] = histogram(kept.tolist())
+
+
+def _seed_line(line: str) -> int:
+    """The seed of verify's first line, ``seed S (--seed S draws the same records again)``."""
+    import re
+
+    found = re.fullmatch(r"seed (\d+) \(--seed (\d+) draws the same records again\)", line)
+    assert found and found[1] == found[2], line
+    return int(found[1])
+
+
+def test_records_set_to_na_to_game_the_ranking_fail_when_drawn(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = subs / "random.json"
+    data = _load(path)
+    iou = _values(data, "iou")
+    worst = sorted(IDS, key=lambda s: iou[s])[: LIMIT // 4]  # the worst quarter by iou (higher is better)
+    mean_before = data["tracks"]["shapes"]["metrics"]["iou"]["mean"]
+    true = {m: _values(data, m) for m in METRICS}
+    _mark_na(data, worst)
+    _save(path, data)
+    assert validate_file(path) == []  # the edit passes validation
+    assert _load(path)["tracks"]["shapes"]["metrics"]["iou"]["mean"] > mean_before  # and lifts random
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", 100, "--seed", 0)
+    assert code == 1, lines
+    gamed = sorted(f"shapes/{m}/{s}: recorded n/a ({NA_REASON}), re-run " for m in METRICS for s in worst)
+    assert sorted(line[: line.index("re-run ") + 7] for line in lines if "recorded n/a" in line) == gamed, lines
+    assert set(lines) >= {
+        f"shapes/{m}/{s}: recorded n/a ({NA_REASON}), re-run {true[m][s]!r}" for m in METRICS for s in worst
+    }
+    assert lines[-1] == f"FAILED: {len(gamed)} of 24 records differ by more than 1e-06 ({24 - len(gamed)} match)"
+    assert _load(path)["verification"]["passed"] is False
+
+
+def test_a_default_draw_includes_na_records(subs: Path) -> None:
+    """n/a records are drawn like values: every record of the file is a candidate."""
+    path = subs / "random.json"
+    data = _load(path)
+    _mark_na(data, IDS[:2])
+    _save(path, data)
+    records = recorded_values(path, _load(path))
+    assert len(records) == 24 and sum(r.value is None for r in records) == 6
+    assert any(r.value is None for seed in range(10) for r in choose(records, 4, seed))
+
+
+def test_without_seed_each_run_draws_a_fresh_seed_and_prints_it(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xaibench.publish.verify import verify_submission
+
+    path = subs / "random.json"
+    seeds = []
+    for _ in range(2):
+        code, lines = _cli(capsys, "submission", "verify", path, "--samples", 4)
+        assert code == 0, lines
+        seeds.append(_seed_line(lines[0]))
+        assert lines[1].startswith(f"re-running 4 of the records of random in {path}")
+        assert _load(path)["verification"]["seed"] == seeds[-1]  # recorded with the verdict
+    assert seeds[0] != seeds[1]  # fresh each run (from 2**32: equal once in 4 billion)
+    records = recorded_values(path, _load(path))
+    again = verify_submission(path, get_registry(), samples=4, seed=seeds[1])
+    assert again.passed and again.seed == seeds[1] and again.chosen == choose(records, 4, seeds[1])
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", 4, "--seed", seeds[1])
+    assert code == 0 and _seed_line(lines[0]) == seeds[1], lines
+    fresh = verify_submission(path, get_registry(), samples=4)  # seed=None: fresh in the Python API too
+    assert isinstance(fresh.seed, int) and fresh.seed not in seeds and fresh.block()["seed"] == fresh.seed
+
+
+def test_samples_all_re_runs_every_record(subs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = subs / "gradient.json"
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", "all")
+    assert code == 0, lines
+    assert lines[0] == "all 24 records are re-run (--samples all; no draw)"
+    assert lines[1].startswith(f"re-running 24 of the records of gradient in {path} ({LIMIT} samples of 1 track")
+    assert lines[-1] == "verified: 24 of 24 records match to 1e-06"
+    assert _load(path)["verification"]["seed"] is None
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", "some")
+    assert code == 2 and "'some' is not a positive integer or 'all'" in lines[-1], lines
+
+
+@pytest.fixture(scope="module")
+def not_applicable(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The submission of an explainer that cannot apply to track shapes (concept-lime needs a
+    concept-bottleneck model): every record n/a, with its reason, and ``values: null``."""
+    root = tmp_path_factory.mktemp("na")
+    with pytest.raises(SystemExit):
+        main(
+            [
+                *("run", "-e", "concept-lime", "--track", "shapes", "--metric", "iou"),
+                *("--limit", "4", "--device", "cpu", "-q"),
+                *("--workdir", str(root / "w"), "--submissions", str(root / "s")),
+                *("--leaderboard-dir", str(root / "lb")),
+            ]
+        )
+        raise SystemExit(0)  # the run exits 1: its health check finds every value n/a
+    return root / "s" / "concept-lime.json"
+
+
+def test_an_honestly_na_submission_verifies_and_a_changed_reason_fails(
+    not_applicable: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = Path(shutil.copyfile(not_applicable, tmp_path / "concept-lime.json"))
+    data = _load(path)
+    block = data["tracks"]["shapes"]["metrics"]["iou"]
+    assert block["values"] is None and block["n"] == 0 and block["n_na"] == 4
+    (reason,) = block["na_reasons"]
+    assert "is not a concept-bottleneck model" in reason
+    code, lines = _cli(capsys, "submission", "verify", path, "--seed", 0)
+    assert code == 0, lines
+    assert lines[-1] == "verified: 4 of 4 records match to 1e-06"
+    block["na_reasons"] = {NA_REASON: 4}  # the same n/a, another reason: validates, does not verify
+    _save(path, data)
+    assert validate_file(path) == []
+    code, lines = _cli(capsys, "submission", "verify", path, "--seed", 0)
+    assert code == 1, lines
+    assert f"shapes/iou/shapes-test-0000: recorded n/a ({NA_REASON}), re-run n/a ({reason})" in lines
+    assert lines[-1] == "FAILED: 4 of 4 records differ by more than 1e-06 (0 match)"

@@ -20,6 +20,7 @@ from xaibench.files import check_writable_folder
 from xaibench.params import parse_value
 from xaibench.plugins import manager
 from xaibench.plugins.manager import KIND_BASES, get_registry
+from xaibench.publish.writers import term_line, term_text
 from xaibench.runner.config import CLI, CLI_EXECUTORS, DEVICE_CHOICES, DEVICE_PATTERN, make_run_config, suite_tracks
 from xaibench.runner.config import data_dir as with_data_dir
 from xaibench.suites.suite_file import is_suite_file
@@ -223,7 +224,7 @@ def cli() -> None:
 
 
 def _plugin_warning(line: str) -> None:
-    click.echo(f"warning: {line}", err=True)
+    click.echo(f"warning: {term_line(line)}", err=True)
 
 
 @cli.command(cls=GroupedCommand, option_groups=RUN_OPTION_GROUPS)
@@ -425,7 +426,7 @@ def run(
     assert results.board is not None
     for line in results.record.lines if results.record is not None else []:
         style = None if results.record is not None and results.record.joined else "yellow"
-        console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+        console.print(term_line(line), style=style, markup=False, highlight=False, soft_wrap=True)
     print_leaderboard(results.board, console, wide=wide)
     if results.published is not None:
         _print_written(results.published)
@@ -433,12 +434,12 @@ def run(
     # a suite file's track that fails to load (e.g. a parameter value its plugin rejects): name the file
     origin = f" of {suite}" if given("suite") and is_suite_file(suite) else ""
     for track, error in results.failed.items():
-        console.print(f"track {track}{origin} failed: {error}", style="red", markup=False, highlight=False)
+        console.print(term_line(f"track {track}{origin} failed: {error}"), style="red", markup=False, highlight=False)
     errors = results.errors
-    for line in results.warnings:
-        console.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    for line in results.warnings:  # plugin words (n/a reasons, names) in them: escaped
+        console.print(f"warning: {term_line(line)}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in errors:
-        console.print(f"error: {line}", style="red", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"error: {term_line(line)}", style="red", markup=False, highlight=False, soft_wrap=True)
     if results.failed or errors:
         sys.exit(1)
 
@@ -466,9 +467,10 @@ def list_(kind: str, as_json: bool) -> None:
             click.echo(json.dumps(rows, indent=2))
             return
         table = Table("plugin", "distribution", "version", "status", "components")
-        for r in rows:
-            status = "[green]ok" if r["ok"] else f"[red]error: {r['error']}"
-            table.add_row(r["name"], r["distribution"], r["version"], status, str(len(r["components"])))
+        for r in rows:  # every cell a plain Text: a plugin's words show as typed (no markup, no escape code)
+            status = term_text("ok", "green") if r["ok"] else term_text(f"error: {r['error']}", "red")
+            cells = (r["name"], r["distribution"], r["version"])
+            table.add_row(*map(term_text, cells), status, str(len(r["components"])))
         console.print(table)
         return
     singular = kind[:-1]
@@ -497,7 +499,7 @@ def list_(kind: str, as_json: bool) -> None:
                 row["tracks"] = [t.name for t in suite.tracks()]
                 row["status"] = suite.status()
             except Exception as exc:  # noqa: BLE001 - isolate plugin and user code failures
-                row["status"] = f"error: {exc}"
+                row["status"] = f"error: {manager.one_line(str(exc))}"
         rows.append(row)
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
@@ -509,9 +511,10 @@ def list_(kind: str, as_json: bool) -> None:
         "encoder": ["modalities", "default_params"],
     }.get(singular, [])
     table = Table("name", "version", "distribution", *extra, "description")
-    for r in rows:
+    for r in rows:  # every cell a plain Text: a plugin's words show as typed (no markup, no escape code)
         dist = f"{r['distribution']} {r['distribution_version']}"
-        table.add_row(r["name"], r["version"], dist, *[_cell(r.get(k)) for k in extra], r["description"])
+        cells = [r["name"], r["version"], dist, *[_cell(r.get(k)) for k in extra], r["description"]]
+        table.add_row(*map(term_text, cells))
     console.print(table)
 
 
@@ -552,7 +555,7 @@ def score(
         return
     table = Table("metric", "mean", "n", "n/a")
     for mid, m in result["metrics"].items():
-        table.add_row(mid, "n/a" if m["mean"] is None else f"{m['mean']:.4f}", str(m["n"]), str(m["n_na"]))
+        table.add_row(term_text(mid), "n/a" if m["mean"] is None else f"{m['mean']:.4f}", str(m["n"]), str(m["n_na"]))
     console.print(table)
 
 
@@ -671,8 +674,8 @@ def submission_validate(paths: tuple[Path, ...]) -> None:
     for f in files:
         if str(f) not in bad:
             click.echo(f"{f}: ok")
-    for issue in issues:  # last, where they are seen
-        click.echo(str(issue))
+    for issue in issues:  # last, where they are seen (a file's words in them: escaped)
+        click.echo(term_line(issue))
     if issues:
         sys.exit(1)
 
@@ -700,12 +703,18 @@ def submission_validate(paths: tuple[Path, ...]) -> None:
 @click.option(
     "--samples",
     "k",
-    default=16,
+    default="16",
     show_default=True,
-    type=click.IntRange(min=1),
-    help="How many (track, metric, sample) records with a value to re-run (all when there are fewer).",
+    metavar="N|all",
+    help="How many (track, metric, sample) records, n/a ones included, to re-run (all when there are fewer); "
+    "'all': every record.",
 )
-@click.option("--seed", default=0, show_default=True, help="Seed of the random choice of records.")
+@click.option(
+    "--seed",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Seed of the random choice of records [default: a fresh one, printed first and recorded].",
+)
 @click.option(
     "--data-dir",
     type=click.Path(path_type=Path, exists=True, file_okay=False),
@@ -716,21 +725,24 @@ def submission_verify(
     meta_path: Path | None,
     records_dir: Path | None,
     rerun_tests: bool,
-    k: int,
-    seed: int,
+    k: str,
+    seed: int | None,
     data_dir: Path | None,
 ) -> None:
-    """Re-run a seeded random choice of FILE's per-sample records from its provenance and compare.
+    """Re-run a random choice of FILE's per-sample records (n/a ones too) from its provenance and compare.
 
     With --meta META_JSON [SUBMISSIONS_DIR]: re-run the meta-evaluation instead (docs/meta.md).
 
     Checks first that the installed explainer, metrics, datasets and models are those recorded
     (version, parameters, model identity, dataset revision), then re-runs the chosen samples
-    with the recorded suite, seed, device and thread count. Prints one line per record that
-    differs by more than 1e-6, then the verdict, and writes it into FILE as `verification`.
-    Exits 0 when every record matches, 1 when any differs, 2 when FILE cannot be verified.
+    with the recorded suite, seed, device and thread count. The records are drawn with a fresh
+    seed unless --seed is given; the first line prints it (--seed S draws the same records
+    again). A recorded n/a matches only an n/a re-run for a reason the file records for that
+    metric. Prints one line per record that differs (by more than 1e-6), then the verdict, and
+    writes it, with the seed, into FILE as `verification`. Exits 0 when every record matches, 1
+    when any differs, 2 when FILE cannot be verified.
     """
-    from xaibench.publish.verify import record_verification, verify_submission
+    from xaibench.publish.verify import parse_samples, record_verification, verify_submission
 
     if meta_path is not None:
         _verify_meta(meta_path, path, records_dir, rerun_tests, data_dir)
@@ -738,15 +750,21 @@ def submission_verify(
     if path is None or records_dir is not None or rerun_tests:
         click.echo("error: give FILE, or --meta META_JSON (--records and --rerun-tests go with --meta)", err=True)
         sys.exit(2)
+    try:
+        samples = parse_samples(k)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--samples'") from None
     click.get_current_context().with_resource(with_data_dir(data_dir, CLI))
     try:
-        result = verify_submission(path, get_registry(), samples=k, seed=seed, log=click.echo)
+        result = verify_submission(
+            path, get_registry(), samples=samples, seed=seed, log=lambda x: click.echo(term_line(x))
+        )
         *lines, verdict = result.lines()
         for line in lines:
-            click.echo(line)
+            click.echo(term_line(line))  # re-run values and n/a reasons come from plugin code
         record_verification(path, result, result.submission)
     except XaibenchError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {_error_text(exc)}", err=True)
         sys.exit(2)
     click.echo(f"({result.seconds:.1f} s; the verification is recorded in {path})")
     click.echo(verdict)  # last, where scripts and eyes look
@@ -785,10 +803,10 @@ def _verify_meta(
     try:
         result = verify_meta(meta_path, submissions, records=records, rerun=rerun if rerun_tests else None)
     except XaibenchError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {_error_text(exc)}", err=True)
         sys.exit(2)
     for line in result.differences:
-        click.echo(line)
+        click.echo(term_line(line))
     click.echo(result.verdict())  # last, where scripts and eyes look
     if result.status:
         sys.exit(result.status)
@@ -1361,14 +1379,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(130)
     except (XaibenchError, ValueError) as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {_error_text(exc)}", err=True)
         sys.exit(1)
     except OSError as exc:  # a file that cannot be read or written: name it
-        click.echo(f"error: {_os_error(exc)}", err=True)
+        click.echo(f"error: {term_line(_os_error(exc))}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("interrupted; rerun the same command to resume", err=True)
         sys.exit(130)
+
+
+def _error_text(exc: BaseException) -> str:
+    """An error's message for the terminal: each of its lines escaped (:func:`term_line`), so a
+    plugin's words in it (an exception's text) cannot rewrite the line or the ones before it."""
+    return "\n".join(term_line(line) for line in str(exc).split("\n"))
 
 
 def _os_error(exc: OSError) -> str:

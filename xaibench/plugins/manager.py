@@ -7,8 +7,15 @@ raises, is recorded with its error and skipped; every other plugin still loads
 raised by the plugin's own code included (a real Ctrl-C during loading still interrupts). Each
 failure is also passed, as one line (``plugin DIST (entry point NAME): import raised ...; skipped``),
 to :data:`on_plugin_error` when that is set: the command line sets it to print a warning, once.
-``XAIBENCH_LOAD_PLUGINS`` (allow list) and ``XAIBENCH_DISABLE_PLUGINS`` (block list) take
-comma-separated entry-point names.
+``XAIBENCH_LOAD_PLUGINS`` (allow list) takes comma-separated distribution names (as ``pip``
+spells them; case, ``-``, ``_`` and ``.`` alike): only those distributions' entry points load,
+whatever their entry points are named, so another distribution's entry point of the same name
+never slips in. ``XAIBENCH_DISABLE_PLUGINS`` (block list) takes distribution names too; an
+entry-point name there blocks that entry point of every distribution.
+
+A component name is held by the first plugin that registers it (the built-ins load first): a
+plugin registering a name already held is refused that component, in one line naming both
+distributions (``on_plugin_error``), and keeps the rest; every run goes on with the first.
 """
 
 from __future__ import annotations
@@ -116,6 +123,44 @@ def _env_list(name: str) -> set[str] | None:
     return {item.strip() for item in raw.split(",") if item.strip()}
 
 
+def normalise_distribution(name: str) -> str:
+    """A distribution name as PEP 503 compares them: ``XB_Grad.cam`` and ``xb-grad-cam`` are one."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def select_entry_points(
+    found: dict[str, list[catalogue.EntryPoint]], allow: set[str] | None, block: set[str]
+) -> tuple[dict[str, list[catalogue.EntryPoint]], list[str]]:
+    """The entry points of ``found`` (by distribution) that the allow and block lists let through,
+    and one line for each allow-list item that names no distribution of ``found``.
+
+    ``allow`` (``None``: every distribution) and ``block`` name distributions, compared as
+    :func:`normalise_distribution` spells them; an entry-point name in ``block`` also blocks that
+    entry point, in any distribution. An entry-point name in ``allow`` allows nothing."""
+    allowed = None if allow is None else {normalise_distribution(a): a for a in allow}
+    blocked = {normalise_distribution(b) for b in block}
+    out: dict[str, list[catalogue.EntryPoint]] = {}
+    for dist, points in found.items():
+        key = normalise_distribution(dist)
+        if (allowed is not None and key not in allowed) or key in blocked:
+            continue
+        kept = [p for p in points if p.name not in block]
+        if kept:
+            out[dist] = kept
+    lines = []
+    known = {normalise_distribution(d) for d in found}
+    for key, given in sorted((allowed or {}).items()):
+        if key in known:
+            continue
+        owners = sorted({p.distribution for points in found.values() for p in points if p.name == given})
+        hint = f" ({_clean(given, 80)!r} is an entry point of {', '.join(owners)})" if owners else ""
+        lines.append(
+            f"XAIBENCH_LOAD_PLUGINS names distributions, and no installed distribution with xaibench plugins "
+            f"is named {_clean(given, 80)!r}{hint}; nothing loaded for it"
+        )
+    return out, lines
+
+
 class Registry:
     """A typed facade over the plugin manager: components by kind and name."""
 
@@ -124,7 +169,6 @@ class Registry:
         self.pm.add_hookspecs(hookspecs)
         self.plugins: dict[str, PluginStatus] = {}
         self._entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KIND_BASES}
-        self._conflicts: dict[tuple[str, str], str] = {}
         self._entry_points: set[str] = set()  # plugins loaded from an entry point, by name
         # distributions held as stand-ins (their entry points), until materialised
         self._stand_ins: dict[str, list[catalogue.EntryPoint]] = {}
@@ -157,10 +201,12 @@ class Registry:
         :data:`remote_builders`)."""
         allow = _env_list("XAIBENCH_LOAD_PLUGINS")
         block = _env_list("XAIBENCH_DISABLE_PLUGINS") or set()
-        by_dist = {
-            dist: [p for p in points if p.name not in self.plugins]
-            for dist, points in catalogue.entry_points(allow, block).items()
-        }
+        # the lists name distributions: filtered here, by each entry point's distribution
+        selected, unknown = select_entry_points(catalogue.entry_points(None, set()), allow, block)
+        for line in unknown:
+            if on_plugin_error is not None:
+                on_plugin_error(line)
+        by_dist = {dist: [p for p in points if p.name not in self.plugins] for dist, points in selected.items()}
         by_dist = {dist: points for dist, points in by_dist.items() if points}
         for dist, description in catalogue.describe(by_dist).items():
             points = by_dist[dist]
@@ -276,18 +322,20 @@ class Registry:
         text = _one_line(exc)
         status.ok = False
         status.error = text if stage in ("import", "registering it") else f"{stage}: {text}"
-        where = (
-            f"plugin {status.distribution} (entry point {status.name})"
-            if status.name in self._entry_points
-            else f"plugin {status.name}"
-        )
+        where = self._where(status)
         # what skipping means: a failed import or registration loses the whole plugin; a failed
         # hook, what that hook had not registered yet
         outcome = "skipped" if stage in ("import", "registering it") else "the rest of that hook skipped"
         what = f"{stage}: {_clean(str(exc))}" if isinstance(exc, XaibenchError) else f"{stage} raised {_raised(exc)}"
-        line = f"{_clean(where)}: {what}; {outcome}"
+        line = f"{where}: {what}; {outcome}"
         if on_plugin_error is not None:
             on_plugin_error(line)
+
+    def _where(self, status: PluginStatus) -> str:
+        """``plugin DIST (entry point NAME)``, or ``plugin NAME`` for one not from an entry point."""
+        if status.name in self._entry_points:
+            return _clean(f"plugin {status.distribution} (entry point {status.name})")
+        return _clean(f"plugin {status.name}")
 
     def remove_plugin(self, name: str) -> None:
         """Unregister a plugin and every component it registered (test fixtures use this)."""
@@ -297,7 +345,6 @@ class Registry:
         for entries in self._entries.values():
             for key in [k for k, e in entries.items() if e.info.plugin == name]:
                 del entries[key]
-        self._conflicts = {k: v for k, v in self._conflicts.items() if f"plugin {name!r}" not in v}
         self.plugins.pop(name, None)
 
     def _registrar(self, kind: str, status: PluginStatus, dist: tuple[str, str]) -> Any:
@@ -329,14 +376,17 @@ class Registry:
                 plugin=status.name,
             )
             existing = self._entries[kind].get(cls.name)
-            if existing is not None and existing.cls is not cls:
-                message = (
-                    f"{kind} name {cls.name!r} is registered twice: by plugin {existing.info.plugin!r} "
-                    f"({existing.info.distribution} {existing.info.distribution_version}) and by plugin "
-                    f"{status.name!r} ({dist[0]} {dist[1]})"
+            if existing is not None and existing.cls is not cls:  # the first holder keeps it; one line
+                held = existing.info
+                line = _clean(
+                    f"{self._where(status)}: {kind} {cls.name!r} of {dist[0]} {dist[1]} refused: the name is "
+                    f"already {held.distribution} {held.distribution_version}'s (plugin {held.plugin}), "
+                    "which keeps it",
+                    500,
                 )
-                self._conflicts[(kind, cls.name)] = message
-                raise RegistrationError(message)
+                if on_plugin_error is not None:
+                    on_plugin_error(line)
+                return
             self._entries[kind][cls.name] = Entry(cls, info)
             status.components.append(f"{kind}:{cls.name}")
 
@@ -351,9 +401,6 @@ class Registry:
         return [self._entries[kind][n] for n in self.names(kind)]
 
     def entry(self, kind: str, name: str) -> Entry:
-        conflict = self._conflicts.get((kind, name))
-        if conflict:
-            raise RegistrationError(conflict)
         try:
             return self._entries[kind][name]
         except KeyError:
@@ -376,7 +423,7 @@ class Registry:
             instance = cls(**params)
         except (TypeError, ValueError) as exc:
             prefix = f"{kind} {name!r}: "
-            text = str(exc)
+            text = _clean(_text(exc, str), 1000)  # the plugin's own words: one line, no control character
             raise XaibenchError(text if text.startswith(prefix) else prefix + text) from exc
         builder = remote_builders.get(kind)
         if remote is not None and builder is not None and not materialise:
@@ -450,6 +497,12 @@ def _text(exc: BaseException, how: Callable[[BaseException], str]) -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` (a plugin's, say) as one line of at most ``limit`` characters, control characters
+    escaped (``\\x1b``): newlines, carriage returns and tabs become spaces."""
+    return _clean(text, limit)
 
 
 def _clean(text: str, limit: int = 300) -> str:

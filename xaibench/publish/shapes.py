@@ -189,6 +189,8 @@ class Verification(TypedDict, total=False):
     tolerance: float
     passed: bool
     xaibench: str
+    seed: int | None
+    """The seed of the draw (``None``: every record was re-run)."""
 
 
 class Example(TypedDict, total=False):

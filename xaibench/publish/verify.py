@@ -1,4 +1,4 @@
-"""``xaibench submission verify``: re-run a seeded random subset of a submission's records.
+"""``xaibench submission verify``: re-run a random subset of a submission's records, drawn afresh.
 
 A submission records, per track and metric, every sample's value (``/2``: ``values`` aligned with
 the track's ``sample_ids``, n/a as NaN or ``null``; ``/1``: ``samples``, sample id -> value,
@@ -6,9 +6,14 @@ the track's ``sample_ids``, n/a as NaN or ``null``; ``/1``: ``samples``, sample 
 explainer's name, version and parameters, each track's dataset revision and model identity,
 each metric's version and parameters, the device and torch's thread count. Verification:
 
-1. lists the (track, metric, sample) records with a value, sorted, and picks ``k`` of them with
-   ``numpy.random.default_rng(seed).choice`` without replacement (all of them when there are no
-   more than ``k``), so the same ``--seed`` picks the same records;
+1. lists every (track, metric, sample) record, n/a ones included, sorted, and picks ``k`` of them
+   with ``numpy.random.default_rng(seed).choice`` without replacement (all of them when there are
+   no more than ``k``, or with ``--samples all``). The seed is fresh by default
+   (:func:`fresh_seed`, from the operating system's randomness), printed first and recorded with
+   the verdict, so nobody can know beforehand which records a verification re-runs, and an
+   explicit ``--seed`` draws the same records again. (With n/a records left out and seed 0 by
+   default, a submitter could set the records that hurt a ranking to n/a, or edit values the
+   known draw would not touch, and still verify.);
 2. checks, before any work, that the submission can be re-run as recorded: the installed
    explainer's version and resolved parameters, each metric's version and the parameters the
    suite gives it, and each track's dataset (name, revision, parameters) and model (name,
@@ -21,7 +26,12 @@ each metric's version and parameters, the device and torch's thread count. Verif
    default local worker process, with the recorded batch size (``run.batch_size``: images per
    forward pass, which changes values by float rounding; 16, noted, when not recorded);
 4. compares each re-run value with the recorded one: a match when ``|a - b| <= 1e-6``
-   (absolute), or when both are n/a;
+   (absolute). A recorded n/a matches only a re-run n/a whose reason is one the submission records
+   for that metric: ``na_reasons`` counts n/a per reason per metric, not per sample, so the
+   re-run's reason must be among that metric's recorded reasons. When the file cannot say (no
+   ``na_reasons``, or the runner kept only the :data:`~xaibench.publish.recompute.NA_REASONS_KEPT`
+   commonest and they count fewer than ``n_na``), any reason matches; the re-run must still be n/a.
+   A record that the re-run did not produce at all never matches;
 5. re-runs each record that differs once more, inside its original batch (the ``batch_size``
    samples of the track's order it was computed with), and compares again (said in the notes):
    a batch rounds differently from one image, and a metric that ranks pixels with near-ties
@@ -37,6 +47,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import secrets
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +61,7 @@ from xaibench.api import TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.files import write_json_atomic
 from xaibench.plugins.manager import Registry
+from xaibench.publish.recompute import NA_REASONS_KEPT
 from xaibench.publish.submission import load_submission
 from xaibench.publish.submission_files import metric_values
 from xaibench.runner.config import RunConfig, make_run_config
@@ -61,6 +73,12 @@ TOLERANCE = 1e-6
 """Largest absolute difference between a recorded and a re-run value that still matches."""
 DEFAULT_SAMPLES = 16
 """Records re-run by default (``--samples``)."""
+ALL = "all"
+"""``--samples all``: re-run every record (no draw)."""
+SEED_BITS = 32
+"""A fresh seed is one of ``2**SEED_BITS``."""
+MISSING = "the re-run produced no record"
+"""The re-run reason of a record the re-run did not produce (never a match)."""
 DEFAULT_BATCH_SIZE = 16
 """The batch size re-run for a submission that does not record its own (``xaibench run``'s default)."""
 VOLATILE_METRIC_PARAMS = ("checkpoint",)
@@ -70,41 +88,58 @@ as ``checkpoint_sha256``)."""
 
 @dataclass(frozen=True, order=True)
 class Record:
-    """One recorded value: ``track/metric/sample``."""
+    """One recorded value (``None``: n/a): ``track/metric/sample``."""
 
     track: str
     metric: str
     sample_id: str
-    value: float
+    value: float | None
 
     def __str__(self) -> str:
         return f"{self.track}/{self.metric}/{self.sample_id}"
 
 
+def _key(record: Record) -> tuple[str, str, str]:
+    return (record.track, record.metric, record.sample_id)
+
+
 @dataclass(frozen=True)
 class Mismatch:
-    """A record whose re-run value (``None``: n/a) differs from the recorded one by more than the tolerance."""
+    """A record whose re-run differs from the recorded one: a value by more than the tolerance, a
+    value where n/a was recorded or the other way round, or an n/a whose reason ``reason`` is not
+    among the metric's recorded ones (``recorded_reasons``; ``None``: unknown)."""
 
     record: Record
     rerun: float | None
+    reason: str | None = None
+    recorded_reasons: frozenset[str] | None = None
 
     def __str__(self) -> str:
-        return f"{self.record}: recorded {_number(self.record.value)}, re-run {_number(self.rerun)}"
+        recorded = _number(self.record.value)
+        if self.record.value is None and self.recorded_reasons:
+            recorded += f" ({' or '.join(sorted(self.recorded_reasons))})"
+        rerun = _number(self.rerun)
+        if self.rerun is None and self.reason:
+            rerun += f" ({self.reason})"
+        return f"{self.record}: recorded {recorded}, re-run {rerun}"
 
 
 @dataclass
 class Verification:
     """The outcome of verifying one submission file.
 
-    ``checked`` records were chosen and ``matched`` of them were reproduced within
-    ``tolerance``; ``differences`` lists provenance that differs from what is installed here
-    (then nothing was re-run and ``matched`` is 0); ``notes`` say what was re-run and how
+    ``checked`` records were chosen (``chosen``, drawn with ``seed``; ``None`` when every
+    record was) and ``matched`` of them were reproduced within ``tolerance``; ``differences``
+    lists provenance that differs from what is installed here (then nothing was re-run and
+    ``matched`` is 0); ``notes`` say how the records were drawn (first), what was re-run and how
     (device, threads) and what may make numbers differ without being a failure.
     """
 
     path: Path
     explainer: str
     checked: int
+    seed: int | None = None
+    chosen: list[Record] = field(default_factory=list, repr=False)
     matched: int = 0
     tolerance: float = TOLERANCE
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -123,6 +158,7 @@ class Verification:
         return {
             "verified_at": self.verified_at,
             "checked": self.checked,
+            "seed": self.seed,
             "matched": self.matched,
             "tolerance": self.tolerance,
             "passed": self.passed,
@@ -159,8 +195,9 @@ def _json(value: Any) -> Any:
 
 
 def recorded_values(path: Path, data: Mapping[str, Any]) -> list[Record]:
-    """Every (track, metric, sample) record of the submission ``data`` that has a value, sorted;
-    the per-sample values are a ``/1`` ``samples`` map or ``/2`` ``values`` against ``sample_ids``.
+    """Every (track, metric, sample) record of the submission ``data``, n/a ones (value
+    ``None``) included, sorted by track, metric and sample; the per-sample values are a ``/1``
+    ``samples`` map or ``/2`` ``values`` against ``sample_ids``.
 
     Raises :class:`XaibenchError` naming ``path`` when per-sample values are malformed, or when
     the submission has no per-sample values at all (written before they were recorded)."""
@@ -187,9 +224,10 @@ def recorded_values(path: Path, data: Mapping[str, Any]) -> list[Record]:
                     k = int(infinite[0])
                     bad = float(values[k])
                     raise XaibenchError(f"{path}: {where}/values/{ids[k]} is {bad!r}, not a number or null")
-                kept = np.flatnonzero(~np.isnan(values))  # NaN: n/a
                 t, m = str(track), str(metric)
-                out += [Record(t, m, ids[k], v) for k, v in zip(kept.tolist(), values[kept].tolist(), strict=True)]
+                out += [
+                    Record(t, m, i, None if math.isnan(v) else v) for i, v in zip(ids, values.tolist(), strict=True)
+                ]
                 continue
             if summary.get("samples") is None:
                 continue
@@ -198,6 +236,7 @@ def recorded_values(path: Path, data: Mapping[str, Any]) -> list[Record]:
             maps += 1
             for sample_id, value in summary["samples"].items():
                 if value is None:
+                    out.append(Record(str(track), str(metric), str(sample_id), None))
                     continue
                 if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                     raise XaibenchError(f"{path}: {where}/samples/{sample_id} is {value!r}, not a number or null")
@@ -208,18 +247,52 @@ def recorded_values(path: Path, data: Mapping[str, Any]) -> list[Record]:
             "re-run the explainer with this xaibench to record them"
         )
     if not out:
-        raise XaibenchError(f"{path}: no per-sample values to verify (every recorded value is n/a)")
-    return sorted(out)
+        raise XaibenchError(f"{path}: no per-sample records to verify (every metric has no samples)")
+    return sorted(out, key=_key)
 
 
-def choose(records: Sequence[Record], k: int, seed: int = 0) -> list[Record]:
-    """``k`` of ``records`` (sorted first), drawn with ``numpy.random.default_rng(seed)`` without
-    replacement and returned in sorted order; all of them when there are no more than ``k``."""
-    ordered = sorted(records)
-    if k >= len(ordered):
+def fresh_seed() -> int:
+    """A seed nobody can know beforehand: ``SEED_BITS`` bits of the operating system's randomness."""
+    return secrets.randbits(SEED_BITS)
+
+
+def parse_samples(value: int | str) -> int | str:
+    """``--samples``: a positive number of records, or :data:`ALL`; :class:`ValueError` otherwise."""
+    if isinstance(value, str) and value.strip().lower() == ALL:
+        return ALL
+    try:
+        k = int(value)
+    except (TypeError, ValueError):
+        k = 0
+    if isinstance(value, bool | float) or k < 1:
+        raise ValueError(f"{value!r} is not a positive integer or {ALL!r}")
+    return k
+
+
+def choose(records: Sequence[Record], k: int | str, seed: int) -> list[Record]:
+    """``k`` of ``records`` (sorted by track, metric and sample first), drawn with
+    ``numpy.random.default_rng(seed)`` without replacement and returned in sorted order; all of
+    them when there are no more than ``k`` or ``k`` is :data:`ALL`."""
+    ordered = sorted(records, key=_key)
+    if parse_samples(k) == ALL or int(k) >= len(ordered):
         return ordered
-    picked = np.random.default_rng(seed).choice(len(ordered), size=k, replace=False)
+    picked = np.random.default_rng(seed).choice(len(ordered), size=int(k), replace=False)
     return [ordered[i] for i in sorted(int(i) for i in picked)]
+
+
+def recorded_reasons(data: Mapping[str, Any], track: str, metric: str) -> frozenset[str] | None:
+    """The n/a reasons the submission records for ``track``/``metric`` (``na_reasons``: counts per
+    reason, not per sample); ``None`` when it cannot say: no ``na_reasons``, or only the
+    :data:`NA_REASONS_KEPT` commonest kept and counting fewer than ``n_na``."""
+    block = _object(_object(_object(_object(data.get("tracks")).get(track)).get("metrics")).get(metric))
+    reasons = block.get("na_reasons")
+    if not isinstance(reasons, dict) or not reasons:
+        return None
+    counts = [v for v in reasons.values() if isinstance(v, int) and not isinstance(v, bool)]
+    n_na = block.get("n_na")
+    if len(reasons) >= NA_REASONS_KEPT and isinstance(n_na, int) and sum(counts) < n_na:
+        return None
+    return frozenset(str(r) for r, v in reasons.items() if not isinstance(v, int) or v > 0)
 
 
 def _field(path: Path, data: Mapping[str, Any], key: str, kind: type, default: Any, label: str = "") -> Any:
@@ -338,13 +411,15 @@ def verify_submission(
     path: Path,
     registry: Registry,
     *,
-    samples: int = DEFAULT_SAMPLES,
-    seed: int = 0,
+    samples: int | str = DEFAULT_SAMPLES,
+    seed: int | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Verification:
-    """Verify the submission file ``path`` by re-running ``samples`` of its records (see the
-    module doc); ``seed`` picks them. ``log`` gets the notes (what is re-run, where) as they
-    come. The file is not changed (see :func:`record_verification`).
+    """Verify the submission file ``path`` by re-running ``samples`` of its records (a number, or
+    :data:`ALL`; see the module doc); ``seed`` draws them, ``None`` (the default) a fresh seed
+    (:func:`fresh_seed`), which the first note says and the verdict records. ``log`` gets the
+    notes (how the records were drawn, what is re-run, where) as they come. The file is not
+    changed (see :func:`record_verification`).
 
     Bad input raises :class:`XaibenchError` naming ``path``: a missing or unreadable file,
     invalid JSON, not a submission, no per-sample values, an explainer, suite, track or metric
@@ -352,11 +427,25 @@ def verify_submission(
     :class:`Verification` listing the differences."""
     say = log or (lambda line: None)
     started = time.perf_counter()
+    samples = parse_samples(samples)
+    if seed is None:
+        seed = fresh_seed()
+    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed {seed!r} is not a non-negative integer")
     data = load_submission(path)
-    chosen = choose(recorded_values(path, data), samples, seed)
+    records = recorded_values(path, data)
+    chosen = choose(records, samples, seed)
+    drawn = len(chosen) < len(records)
     block = data["explainer"]
     name = block["name"]
-    result = Verification(path=path, explainer=name, checked=len(chosen), submission=data)
+    result = Verification(
+        path=path,
+        explainer=name,
+        checked=len(chosen),
+        seed=seed if drawn else None,
+        chosen=chosen,
+        submission=data,
+    )
     params = _field(path, block, "params", dict, {}, "explainer.params")
     run_seed = _field(path, data, "seed", int, 0)
     suite = _field(path, data, "suite", str, "default")
@@ -372,6 +461,12 @@ def verify_submission(
         specs = {s.name: s for s in resolve_tracks(registry, suite, tracks, given)}
     except XaibenchError as exc:
         raise XaibenchError(f"{path}: {exc}") from None
+    result.notes.append(
+        f"seed {seed} (--seed {seed} draws the same records again)"
+        if drawn
+        else f"all {len(records)} records are re-run (--samples {samples}; no draw)"
+    )
+    say(result.notes[0])  # before any work: a verification that fails is repeated with it
 
     # 1. What can be checked without loading anything: versions and parameters.
     if isinstance(block.get("version"), str):
@@ -433,22 +528,23 @@ def verify_submission(
             _environment_notes(environment, here, result, same_device=config.device == device)
             n_samples = sum(len(v) for v in ids.values())
             result.notes.insert(
-                0,
+                1,
                 f"re-running {len(chosen)} of the records of {name} in {path} ({n_samples} samples of "
                 f"{len(tracks)} track{'s' if len(tracks) != 1 else ''}, metrics {', '.join(metrics)}; "
                 f"seed {run_seed}, batch size {batch_size}, device {here['device']}, {here['torch_threads']} "
                 f"thread{'s' if here['torch_threads'] != 1 else ''})",
             )
-            for note in result.notes:
+            for note in result.notes[1:]:
                 say(note)
             summary = runner.run().summary
+        outcomes = _outcomes(summary, chosen, name, config.workdir)
     differing = []
     for record in chosen:
-        rerun = _rerun_value(summary, record, name)
-        if _matches(record.value, rerun, result.tolerance):
+        mismatch = _compare(record, outcomes[record], data, result.tolerance)
+        if mismatch is None:
             result.matched += 1
         else:
-            differing.append(Mismatch(record, rerun))
+            differing.append(mismatch)
     if differing:
         differing = _in_their_batches(differing, data, batch_size, name, result, configure, registry, path)
     result.mismatches += differing
@@ -483,19 +579,19 @@ def _in_their_batches(
     if not batches:
         return differing
     metrics = sorted({m.record.metric for m in differing})
-    with (
-        tempfile.TemporaryDirectory(prefix="xaibench-verify-batch-") as workdir,
-        _runner(path, configure(workdir, batches, metrics), registry, result) as runner,
-    ):
-        summary = runner.run().summary
+    with tempfile.TemporaryDirectory(prefix="xaibench-verify-batch-") as workdir:
+        config = configure(workdir, batches, metrics)
+        with _runner(path, config, registry, result) as runner:
+            summary = runner.run().summary
+        outcomes = _outcomes(summary, [m.record for m in differing], name, config.workdir)
     still = []
     for m in differing:
-        rerun = _rerun_value(summary, m.record, name)
-        if _matches(m.record.value, rerun, result.tolerance):
+        mismatch = _compare(m.record, outcomes[m.record], data, result.tolerance)
+        if mismatch is None:
             result.matched += 1
             result.notes.append(f"{m.record}: matches when re-run in its original batch of {batch_size}")
         else:
-            still.append(Mismatch(m.record, rerun))
+            still.append(mismatch)
     return still
 
 
@@ -544,20 +640,64 @@ def _environment_notes(
             result.notes.append(f"recorded with {what} {theirs}, re-run with {mine}: values may differ")
 
 
-def _rerun_value(summary: Mapping[str, Any], record: Record, explainer: str) -> float | None:
-    try:
-        value = summary["tracks"][record.track]["explainers"][explainer]["metrics"][record.metric]["samples"][
-            record.sample_id
-        ]
-    except (KeyError, TypeError):
-        return None
-    return None if value is None else float(value)
+Outcome = tuple[float | None, str | None]
+"""A re-run record: its value, and its n/a reason when the value is ``None`` (:data:`MISSING`
+when the re-run did not produce the record)."""
+
+
+def _outcomes(
+    summary: Mapping[str, Any], records: Sequence[Record], explainer: str, workdir: Path
+) -> dict[Record, Outcome]:
+    """What the re-run of ``workdir`` (its ``summary``) gave for each of ``records``: the value from
+    the summary; for an n/a, its reason from the per-sample records the re-run wrote (the summary
+    counts reasons per metric only)."""
+    out: dict[Record, Outcome] = {}
+    for record in records:
+        try:
+            samples = summary["tracks"][record.track]["explainers"][explainer]["metrics"][record.metric]["samples"]
+            value = samples[record.sample_id]
+        except (KeyError, TypeError):
+            out[record] = (None, MISSING)
+            continue
+        out[record] = (None, None) if value is None else (float(value), None)
+    if any(value is None and reason is None for value, reason in out.values()):
+        reasons = _na_reasons(workdir)
+        for record, (value, reason) in out.items():
+            if value is None and reason is None:
+                out[record] = (None, reasons.get(_key(record), MISSING))
+    return out
+
+
+def _na_reasons(workdir: Path) -> dict[tuple[str, str, str], str]:
+    """``(track, metric, sample) -> na_reason`` of every n/a record a re-run wrote into ``workdir``
+    (it runs one explainer)."""
+    from xaibench.runner.store import RecordStore, journals
+
+    out: dict[tuple[str, str, str], str] = {}
+    for journal in journals(workdir / "results"):
+        for record in RecordStore(journal).iter_records():
+            reason = record.get("na_reason")
+            if record.get("value") is None and isinstance(reason, str):
+                out[(str(record.get("track")), str(record.get("metric")), str(record.get("sample_id")))] = reason
+    return out
 
 
 def _matches(recorded: float | None, rerun: float | None, tolerance: float) -> bool:
+    """Two values within ``tolerance``, or both n/a (the reasons are compared by :func:`_compare`)."""
     if recorded is None or rerun is None:
         return recorded is None and rerun is None
     return abs(recorded - rerun) <= tolerance
+
+
+def _compare(record: Record, outcome: Outcome, data: Mapping[str, Any], tolerance: float) -> Mismatch | None:
+    """``None`` when the re-run ``outcome`` reproduces ``record`` (module doc, step 4), else the mismatch."""
+    value, reason = outcome
+    expected = recorded_reasons(data, record.track, record.metric) if record.value is None else None
+    if reason != MISSING and _matches(record.value, value, tolerance):
+        if record.value is None and expected is not None and reason not in expected:
+            return Mismatch(record, value, reason, expected)
+        return None
+    return Mismatch(record, value, reason, expected)
 
 
 def _done(result: Verification, started: float) -> Verification:

@@ -5,6 +5,8 @@ reasons, notes, flags) is escaped in the Markdown (:func:`md_escape`: HTML-escap
 punctuation backslash-escaped, control characters made visible) and in the terminal
 (:func:`term_text`: a plain ``rich`` ``Text``, so no markup or emoji code is read, with control
 characters made visible), so no link, image, raw HTML, heading or terminal escape can form.
+The command line prints every plugin's string through :func:`term_line`, :func:`term_text` or
+:func:`term_markup` too (error and warning lines, ``xaibench list`` tables).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -104,6 +107,21 @@ def md_escape(text: str) -> str:
 def term_text(text: str, style: str = "") -> Text:
     """A rich ``Text`` shown as is (no markup, no emoji codes), control characters made visible."""
     return Text(visible(str(text)), style=style)
+
+
+def term_line(text: object) -> str:
+    """``text`` for a terminal where nothing reads markup (``click.echo``, ``console.print(...,
+    markup=False)``): control and format characters made visible (:func:`visible`), so an escape
+    sequence, carriage return or newline in a plugin's words cannot rewrite or forge a line. The
+    one escaping of plugin text on its way to the terminal, with :func:`term_text` (a rich cell)
+    and :func:`term_markup`."""
+    return visible(str(text))
+
+
+def term_markup(text: object) -> str:
+    """``text`` for a place where rich reads markup: :func:`term_line`, then ``[`` escaped
+    (``rich.markup.escape``), so ``[red]`` or ``[link=...]`` shows as typed."""
+    return escape(term_line(text))
 
 
 # ----------------------------------------------------------------------------- tables

@@ -9,6 +9,7 @@ over samples. These are descriptive only: ranks never use them.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -26,6 +27,12 @@ def histogram(values: Sequence[float], bins: int = HIST_BINS) -> dict[str, Any] 
     explainers share their bins), else [min, max] of the values (a single value ``v``
     gets [v - 0.5, v + 0.5]). Returns ``None`` when there is no finite value.
     ``edges`` has ``bins + 1`` entries; ``quantiles`` are min, 25 %, median, 75 %, max.
+
+    Any finite values give a valid histogram (edges finite and increasing once rounded, counts
+    adding up to the values): where that rule's bins cannot be made (a value of 1e200, whose
+    ±0.5 is lost to rounding; values a millionth apart, whose edges round to one; a span beyond
+    float range) the range is widened around the values until they can, and when even that
+    fails (values near the largest float) there is no histogram (``None``): it is descriptive only.
     """
     arr = np.asarray([v for v in values if v is not None], dtype=np.float64)
     arr = arr[np.isfinite(arr)]
@@ -36,10 +43,40 @@ def histogram(values: Sequence[float], bins: int = HIST_BINS) -> dict[str, Any] 
         lo, hi = 0.0, 1.0
     elif hi - lo <= 1e-12 * max(1.0, abs(hi)):
         lo, hi = lo - 0.5, hi + 0.5
-    counts, edges = np.histogram(arr, bins=bins, range=(lo, hi))
+    with np.errstate(all="ignore"):
+        out = _histogram(arr, bins, (lo, hi))
+        if out is None:  # widened: half-width at least 0.5, a millionth of the values' magnitude, half their span
+            centre = lo / 2 + hi / 2
+            half = max(hi / 2 - lo / 2, 0.5, 1e-6 * max(abs(lo), abs(hi)))
+            out = _histogram(arr, bins, centre + half * np.linspace(-1.0, 1.0, bins + 1))
+    return out
+
+
+def _histogram(arr: np.ndarray, bins: int, given: tuple[float, float] | np.ndarray) -> dict[str, Any] | None:
+    """:func:`histogram` of ``arr`` on ``bins`` equal bins over the range ``(lo, hi)``, or on the
+    edges ``given``; ``None`` when numpy cannot make them or the result would not be valid."""
+    try:
+        if isinstance(given, tuple):
+            counts, edges = np.histogram(arr, bins=bins, range=given)
+        else:
+            counts, edges = np.histogram(arr, bins=given)
+    except (ValueError, OverflowError, FloatingPointError):
+        return None
+    rounded = _round(edges)
+    if (
+        len(rounded) != bins + 1
+        or not np.all(np.isfinite(rounded))
+        or any(b <= a for a, b in itertools.pairwise(rounded))
+        or int(counts.sum()) != arr.size
+    ):
+        return None
     quantiles = np.quantile(arr, [0.0, 0.25, 0.5, 0.75, 1.0])
+    if not np.all(np.isfinite(quantiles)):  # interpolation beyond float range: the nearest values
+        quantiles = np.quantile(arr, [0.0, 0.25, 0.5, 0.75, 1.0], method="nearest")
+    if not np.all(np.isfinite(_round(quantiles))):
+        return None
     return {
-        "edges": _round(edges),
+        "edges": rounded,
         "counts": [int(c) for c in counts],
         "quantiles": _round(quantiles),
     }

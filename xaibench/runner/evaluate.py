@@ -24,7 +24,7 @@ import numpy as np
 
 from xaibench.api import Explainer, Metric, MetricInput, MetricOutput
 from xaibench.plugins.manager import remote_distribution
-from xaibench.runner.metric_worker import MetricWorkers
+from xaibench.runner.metric_worker import MetricWorkers, checked_output
 from xaibench.runner.track import TrackContext
 from xaibench.seeds import derive_seed
 
@@ -67,7 +67,7 @@ def score_batch(metric: Metric, batch: MetricInput, kind: str) -> MetricOutput:
         return MetricOutput.not_applicable(n, f"metric raised {type(exc).__name__}: {text}"[:300])
     if len(output.values) != n:
         return MetricOutput.not_applicable(n, f"metric returned {len(output.values)} values for {n} samples")
-    return output
+    return checked_output(output, n)  # absurd values or counts: the batch n/a in one line (issue 42)
 
 
 def score_track(

@@ -10,7 +10,9 @@ copy of the track's model (rebuilt once from its :class:`~xaibench.runner.execut
 checked against its identity), its own :class:`~xaibench.api.ForwardCounter` with the runner's
 forward batch size (images per forward pass), torch's globals reset, and the runner's isolated
 :func:`~xaibench.runner.evaluate.score_batch`: a metric that raises gives n/a with the reason, as
-in the runner. A metric that re-runs the explainer gets :class:`RemoteExplainer`.
+in the runner. What the metric returns is checked before it is sent
+(:func:`~xaibench.runner.metric_worker.checked_output`: an absurd value or count is the batch's
+n/a, one line). A metric that re-runs the explainer gets :class:`RemoteExplainer`.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ import torch
 
 from xaibench.allocator import tune_allocator
 from xaibench.api import ForwardCounter, MetricInput
-from xaibench.plugins.manager import get_registry, remote_distribution
+from xaibench.plugins.manager import get_registry, one_line, remote_distribution
 from xaibench.randomisation import Shift
 from xaibench.runner import wire
 from xaibench.runner.evaluate import score_batch
 from xaibench.runner.executors import ExplainerFailed, ModelSpec, WorkerState, plain_reply
 from xaibench.runner.frames import WorkerFailed, read_frame, sample_from_data, write_frame
+from xaibench.runner.metric_worker import MAX_FORWARD_PASSES, checked_output
 from xaibench.runner.workers import kill_orphans
 
 
@@ -136,8 +139,13 @@ class _Server:
         torch.set_grad_enabled(True)
         torch.manual_seed(batch.seed)
         np.random.seed(batch.seed % 2**32)
-        output = score_batch(metric, batch, str(message["kind"]))
+        try:  # what the metric returned, checked here (the runner checks the reply again)
+            output = checked_output(score_batch(metric, batch, str(message["kind"])), n)
+        except Exception as exc:  # noqa: BLE001 - whatever the metric's output raised while being read
+            return wire.encode(na(one_line(f"metric output cannot be read: {type(exc).__name__}: {exc}")))
         passes = output.forward_passes or (forward.images if forward is not None else 0)
+        if passes > MAX_FORWARD_PASSES:  # the counter's own, after a metric that ran that many
+            return wire.encode(na(f"metric used {passes} forward passes, over {MAX_FORWARD_PASSES:.0e}"))
         reply = {
             "op": "done",
             "values": np.asarray(output.values, dtype=np.float64),

@@ -34,6 +34,13 @@ something that is not a valid reply, or cannot be started gives n/a for that bat
 is started for the next batch. A metric whose distribution could not be imported in the child
 gives n/a with the import's error for the rest of the run. What a child writes to its stdout or
 stderr reaches the terminal only as escaped ``[metric worker]`` lines.
+
+**What a metric returns is checked** (:func:`checked_output`, in the child and again here): a value
+beyond ±:data:`MAX_VALUE` (infinity included), a ``forward_passes`` that is not a whole number
+from 0 to :data:`MAX_FORWARD_PASSES`, or values that are not one number per sample make the
+metric's whole batch n/a with one line saying what it returned; the run goes on. NaN stays the
+n/a of its sample; reasons become one line of at most 300 characters; a curve holding a number
+beyond ±:data:`MAX_VALUE` is dropped.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import numbers
 import os
 import signal
 import subprocess
@@ -55,7 +63,7 @@ import numpy as np
 import torch
 
 from xaibench.api import ExplainContext, Metric, MetricInput, MetricOutput
-from xaibench.plugins.manager import remote_distribution
+from xaibench.plugins.manager import one_line, remote_distribution
 from xaibench.randomisation import Randomisation, Shift, randomised_model, shift_absorbed
 from xaibench.runner import wire
 from xaibench.runner.executors import ExplainerHandle
@@ -69,6 +77,8 @@ DEFAULT_TIMEOUT = 1800.0  # seconds a batch may take when the run sets no --time
 START_SECONDS = 120.0  # at least this long for a child to import, build its registry and start
 EXIT_WAIT_SECONDS = 5.0  # for the exit status of a child that closed its pipe
 OUTPUT_PREFIX = "[metric worker] "  # what starts each line a child writes, on the runner's stderr
+MAX_VALUE = 1e100  # a metric value beyond this magnitude is refused (its batch n/a): no score is that large
+MAX_FORWARD_PASSES = 10**12  # forward passes (images) one metric may report for one batch
 
 
 def _model_spec_data(track: TrackContext) -> dict[str, Any] | None:
@@ -134,13 +144,124 @@ def check_reply(reply: Any, n: int) -> MetricOutput:
     passes = reply.get("forward_passes")
     if type(passes) is not int or passes < 0:
         raise wire.WireError("forward_passes must be a count")
-    return MetricOutput(
+    output = MetricOutput(
         values=values.astype(np.float64),
         reasons=[r[:300] if r else r for r in reasons[:n]] + [None] * max(0, n - len(reasons)),
         curves=per_sample["curves"],
         forward_passes=passes,
         extras=per_sample["extras"],
     )
+    return checked_output(output, n)
+
+
+# -------------------------------------------------------------------------------- what metrics return
+
+
+class _Refused(Exception):
+    """The metric's output on a batch is refused, for this reason (one line)."""
+
+
+def checked_output(output: Any, n: int) -> MetricOutput:
+    """``output`` (what a metric's ``score`` returned for a batch of ``n`` samples) checked, as a
+    :class:`~xaibench.api.MetricOutput` the runner can record; n/a for the whole batch, with one
+    line saying what the metric returned, when it is not one (see the module doc). Checking an
+    output twice changes nothing."""
+    try:
+        return _checked(output, n)
+    except _Refused as exc:
+        return MetricOutput.not_applicable(n, str(exc))
+
+
+def _checked(output: Any, n: int) -> MetricOutput:
+    if not isinstance(output, MetricOutput):
+        raise _Refused(f"metric returned {_kind(output)}, not a MetricOutput")
+    try:
+        given = output.values
+        if hasattr(given, "detach"):  # a tensor, maybe on a device
+            given = given.detach().cpu()
+        values = np.array(given, dtype=np.float64)
+    except Exception:  # noqa: BLE001 - whatever the metric put there
+        raise _Refused(f"metric returned values that are not numbers ({_kind(output.values)})") from None
+    if values.shape != (n,):
+        raise _Refused(f"metric returned {values.size} values for {n} samples")
+    absurd = np.flatnonzero(np.abs(np.nan_to_num(values, nan=0.0)) > MAX_VALUE)
+    if absurd.size:
+        raise _Refused(f"metric returned the value {values[absurd[0]]:.3g}, beyond ±{MAX_VALUE:.0e}; the batch is n/a")
+    passes = _count(output.forward_passes)
+    return MetricOutput(
+        values=values,
+        reasons=_reasons(output.reasons, n),
+        curves=_curves(output.curves, n),
+        forward_passes=passes,
+        extras=_per_sample(output.extras, n),
+    )
+
+
+def _count(given: Any) -> int:
+    """``forward_passes`` as an ``int`` from 0 to :data:`MAX_FORWARD_PASSES` (``None``: 0)."""
+    value: int | None = None
+    try:
+        whole = isinstance(given, numbers.Integral) and not isinstance(given, (bool, np.bool_))
+        integral = isinstance(given, (float, np.floating)) and math.isfinite(given) and float(given).is_integer()
+        if given is None:
+            value = 0
+        elif whole or integral:
+            value = int(given)
+    except Exception:  # noqa: BLE001 - a hostile number type
+        value = None
+    if value is None or not 0 <= value <= MAX_FORWARD_PASSES:
+        raise _Refused(
+            f"metric returned forward_passes = {_shown(given)}; a count is a whole number from 0 to "
+            f"{MAX_FORWARD_PASSES:.0e}"
+        )
+    return value
+
+
+def _reasons(given: Any, n: int) -> list[str | None]:
+    """One reason or ``None`` per sample, each one line of at most 300 characters."""
+    try:
+        items = [] if given is None or isinstance(given, (str, bytes)) else list(given)[:n]
+        reasons = [None if r is None else one_line(str(r), 300) for r in items]
+    except Exception:  # noqa: BLE001 - a reason whose __str__ raises
+        raise _Refused("metric returned reasons that are not text") from None
+    return reasons + [None] * (n - len(reasons))
+
+
+def _curves(given: Any, n: int) -> list[dict[str, Any] | None] | None:
+    """The per-sample curves, one that holds a number beyond ±:data:`MAX_VALUE` dropped."""
+    items = _per_sample(given, n)
+    return None if items is None else [c if isinstance(c, dict) and _sane_curve(c) else None for c in items]
+
+
+def _per_sample(given: Any, n: int) -> list[Any] | None:
+    """``given`` as a list when it is a list or tuple of ``n`` items, else ``None``."""
+    return list(given) if isinstance(given, (list, tuple)) and len(given) == n else None
+
+
+def _sane_curve(curve: dict[str, Any]) -> bool:
+    for series in curve.values():
+        if isinstance(series, (list, tuple, np.ndarray)):
+            try:
+                array = np.asarray(series, dtype=np.float64)
+            except Exception:  # noqa: BLE001 - not numbers: not a curve the runner reads
+                continue
+            if np.any(np.abs(np.nan_to_num(array, nan=0.0)) > MAX_VALUE):
+                return False
+    return True
+
+
+def _kind(value: Any) -> str:
+    return one_line(type(value).__name__, 80)
+
+
+def _shown(value: Any) -> str:
+    """``value`` short: at most 40 characters of its ``repr`` (whatever its ``__repr__`` does)."""
+    try:
+        big = isinstance(value, int) and abs(value) >= 10**30
+        text = f"about 10^{int(abs(value).bit_length() * math.log10(2))}" if big else repr(value)
+    except Exception:  # noqa: BLE001
+        text = f"<{type(value).__name__}>"
+    return one_line(text, 40)
 
 
 @dataclasses.dataclass(frozen=True)
