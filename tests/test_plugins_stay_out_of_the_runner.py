@@ -125,7 +125,9 @@ def test_the_same_patch_does_reach_the_runner_under_the_trusted_in_process_execu
     assert summary["run"]["executor"] == "inprocess"  # the provenance says trusted code ran here
     assert "xb_patcher" in sys.modules
     clean, trusted = _records(tmp_path / "clean", "gradient"), _records(tmp_path / "trusted", "gradient")
-    halved = [(clean[k]["value"], trusted[k]["value"]) for k in clean if clean[k]["value"]]
+    assert not set(clean) & set(trusted)  # an in-process run's records are keyed apart (never reused)
+    by = {(r["metric"], r["sample_id"]): r["value"] for r in trusted.values()}
+    halved = [(r["value"], by[(r["metric"], r["sample_id"])]) for r in clean.values() if r["value"]]
     assert halved and all(after == pytest.approx(before / 2) for before, after in halved)
 
 

@@ -1,4 +1,11 @@
-"""Computing explanations for a track: cached, batched, guarded per sample."""
+"""Computing explanations for a track: cached, batched, guarded per sample.
+
+Explanations computed in this process (the trusted in-process paths: ``--executor inprocess``,
+an :class:`~xaibench.api.Explainer` object called here, PASTA training's generation) and those
+computed in sandboxed workers are cached under different keys (:func:`sandboxed`): the former
+may come from plugin code imported and run unconfined in this process, so a run whose explainers
+run in sandboxed workers never reads them (and they never read that run's).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaibench.api import ExplainContext, Explainer
-from xaibench.runner.cache import ExplanationCache, explanation_key
+from xaibench.api import ExplainContext, Explainer, Sample
+from xaibench.runner.cache import ExplanationCache, digest, explanation_key
 from xaibench.runner.cost import per_sample
 from xaibench.runner.executors import (
     Executor,
@@ -20,6 +27,7 @@ from xaibench.runner.executors import (
     ExplainTask,
     InProcessExecutor,
     ModelSpec,
+    blinded,
 )
 from xaibench.runner.guard import check_concepts, check_saliency
 from xaibench.runner.track import TrackContext
@@ -52,12 +60,29 @@ def track_model_spec(track: TrackContext) -> ModelSpec | None:
     )
 
 
+def sandboxed(explainer: Explainer | ExplainerHandle, executor: Executor | None = None) -> bool:
+    """Whether ``explainer``'s maps are computed in sandboxed worker processes: it is the
+    :class:`ExplainerHandle` of an executor that is not the in-process one, and ``executor`` (the
+    one given to :func:`explain_track`, if any) is not either. An :class:`~xaibench.api.Explainer`
+    object was built in this process, and so was its plugin's code: not sandboxed."""
+    if not isinstance(explainer, ExplainerHandle) or isinstance(explainer.executor, InProcessExecutor):
+        return False
+    return executor is None or not isinstance(executor, InProcessExecutor)
+
+
 def _sample_key(
-    track: TrackContext, explainer: Explainer | ExplainerHandle, model_identity: str, sample_id: str, seed: int
+    track: TrackContext,
+    explainer: Explainer | ExplainerHandle,
+    model_identity: str,
+    sample_id: str,
+    seed: int,
+    in_sandbox: bool,
 ) -> str:
     """The explanation-cache key of ``explainer``'s map of ``track``'s sample ``sample_id`` on the
-    model ``model_identity`` with ``seed``."""
-    return explanation_key(
+    model ``model_identity`` with ``seed``; computed ``in_sandbox`` or not (keys of their own, see
+    the module doc). Sandboxed maps are the ones keyed apart, so entries that sandboxed runs wrote
+    before (when the zygote could import plugin code) are not read either."""
+    key = explanation_key(
         explainer=explainer.name,
         version=explainer.version,
         params=explainer.params,
@@ -66,6 +91,7 @@ def _sample_key(
         sample_digest=track.digests[sample_id],
         seed=seed,
     )
+    return digest({"computed": "in a sandboxed worker", "key": key}) if in_sandbox else key
 
 
 def cached_costs(
@@ -84,7 +110,7 @@ def cached_costs(
     for sample in track.samples:
         if sample.id in known:
             continue
-        cost = cache.cost(_sample_key(track, explainer, track.model.identity, sample.id, seed))
+        cost = cache.cost(_sample_key(track, explainer, track.model.identity, sample.id, seed, sandboxed(explainer)))
         if cost is not None:
             out[sample.id] = cost
     return out
@@ -123,7 +149,8 @@ def explain_track(
         raise ValueError(f"track {track.spec.name!r} has no model to explain")
     out = Explanations()
     failed_to_build = explainer.error if isinstance(explainer, ExplainerHandle) else None
-    keys = {s.id: _sample_key(track, explainer, model.identity, s.id, seed) for s in track.samples}
+    in_sandbox = executor is not None and sandboxed(explainer, executor)  # no executor: this process
+    keys = {s.id: _sample_key(track, explainer, model.identity, s.id, seed, in_sandbox) for s in track.samples}
     todo: list[int] = []
     for i, sample in enumerate(track.samples):
         if only is not None and sample.id not in only:
@@ -154,13 +181,15 @@ def explain_track(
     if isinstance(executor, InProcessExecutor):  # this process: the track's own model (and explainer)
         executor.adopt(model=model, explainer=explainer if isinstance(explainer, Explainer) else None)
 
+    reference = getattr(explainer, "reference_only", False) is True  # only a reference sees the answer
+
     def task(indices: list[int], limit: float | None) -> ExplainTask:
         return ExplainTask(
             model=model_spec,
             explainer=explainer_spec,
             inputs=all_inputs[indices].detach().cpu().numpy(),
             targets=np.asarray(track.targets[indices], dtype=np.int64),
-            samples=[track.samples[i] for i in indices],
+            samples=_as_seen([track.samples[i] for i in indices], reference),
             seed=seed,
             batch_seed=derive_seed(seed, explainer.name, *(track.samples[i].id for i in indices)),
             timeout=limit,
@@ -240,6 +269,7 @@ class CachedExplainer:
         self.track = track
         self.cache = cache
         self.index = track.sample_index()
+        self.in_sandbox = sandboxed(explainer)
 
     def __getattr__(self, name: str) -> Any:
         if name == "explainer":  # not set yet (e.g. while copying): no recursion
@@ -269,7 +299,7 @@ class CachedExplainer:
             return None
         if not np.array_equal(labels.astype(np.int64), np.asarray(track.targets[rows], dtype=np.int64)):
             return None
-        return [_sample_key(track, explainer, str(model.identity), s.id, seed) for s in samples]
+        return [_sample_key(track, explainer, str(model.identity), s.id, seed, self.in_sandbox) for s in samples]
 
     def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
         """The wrapped explainer's ``explain``, through the cache when the call allows it (see the
@@ -302,3 +332,10 @@ class CachedExplainer:
                 else:
                     maps[i] = raw[j].astype(np.float32)
         return np.stack(maps)
+
+
+def _as_seen(samples: list[Sample], reference: bool) -> list[Sample]:
+    """The samples a task carries to the worker: whole for a reference explainer, else without
+    ground truth, label and meta (:func:`~xaibench.runner.executors.blinded`), so the answer never
+    reaches a method's process at all."""
+    return samples if reference else blinded(samples)

@@ -78,6 +78,7 @@ from xaibench.runner.executors import ExplainTask, spec_key
 from xaibench.runner.processes import say_once
 from xaibench.runner.ray_actor import ChildEnded, RayWorker
 from xaibench.runner.scheduling import Died, Event, Job, Ready, Reply, Scheduler, Slot
+from xaibench.runner.trusted import model_origin
 from xaibench.sandbox import OFF_VARIABLE, WRITABLE_VARIABLE, sandbox_enabled, sandbox_status
 
 RAY_MISSING = "--executor ray needs Ray: pip install 'xaibench[ray]'"
@@ -222,6 +223,11 @@ class RayTransport:
             except Exception:  # noqa: BLE001 - no registry, or a name only the actors know
                 self.groups[explainer] = f"explainer {explainer}"
         return self.groups[explainer]
+
+    def model_group(self, model: Any) -> str | None:
+        """``None`` for xaibench's own models; else the model's distribution: an actor's child that
+        built it serves only tasks of that distribution's models, as local workers do (issue 42)."""
+        return model_origin(self.registry, model.name)
 
     def warm(self, slot: Slot, job: Job) -> Slot:
         return slot

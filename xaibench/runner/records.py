@@ -60,12 +60,17 @@ class RecordKeyer:
 def runtime_key(environment: dict[str, Any]) -> dict[str, Any]:
     """What of the run's environment can change a number, hence enters record and cache keys: the
     device (its type and, for GPUs, the model name; not its index), the torch version and torch's
-    intra-op thread count."""
-    return {
+    intra-op thread count; and, for a run whose explainers ran in the runner's own process
+    (``--executor inprocess``, trusted code only), that executor, so that its records and maps are
+    never read by a sandboxed run (issue 42)."""
+    key = {
         "device": [environment.get("device_type", "cpu"), environment.get("device_name", "cpu")],
         "torch": environment.get("torch"),
         "threads": environment.get("torch_threads"),
     }
+    if environment.get("executor") == "inprocess":
+        key["executor"] = "inprocess"
+    return key
 
 
 def metric_block(metric: Metric) -> dict[str, Any]:

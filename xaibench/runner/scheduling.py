@@ -11,7 +11,9 @@ the same records, failures and n/a reasons:
   jobs an earlier one still has queued. Answers are yielded in the order of the jobs, whatever
   order the workers finish in, so records do not depend on the worker count.
 - **Groups.** Each job belongs to a group (the transport says which: one explainer for local
-  workers, one plugin distribution for Ray actors). A worker serves one group for its whole life,
+  workers, one plugin distribution for Ray actors; a transport with ``model_group`` adds the
+  distribution of a task's model when it is not one of xaibench's own, since building it runs that
+  distribution's code in the worker). A worker serves one group for its whole life,
   so whatever plugin code leaves behind in its process never reaches another group's calls. The
   queue's first job goes to an idle worker of its group, else to a fresh idle one; failing both,
   an idle worker of another group is swapped out: at once where workers start at once, else only
@@ -232,6 +234,9 @@ class Transport(Protocol):
         """The group of the jobs of explainer ``explainer`` (see the module doc)."""
         ...
 
+    # Optional: ``model_group(model: ModelSpec) -> str | None``, what a task's model adds to its
+    # group (``None``: nothing, for models whose building runs no plugin code); see the module doc.
+
     def warm(self, slot: Slot, job: Job) -> Slot:
         """The worker to send ``job`` to instead of the fresh ``slot``: ``slot`` itself, or (after
         killing it) a new worker that starts warmer for ``job``."""
@@ -287,7 +292,15 @@ class Scheduler:
 
     def run(self, tasks: Sequence[ExplainTask]) -> Iterator[ExplainOutcome]:
         """The outcomes of ``tasks``, in their order."""
-        yield from self.execute([task_job(task, self.transport.group(task.explainer.name)) for task in tasks])
+        yield from self.execute([task_job(task, self.task_group(task)) for task in tasks])
+
+    def task_group(self, task: ExplainTask) -> str:
+        """The group of ``task``: its explainer's, with its model's when the transport says one
+        (``model_group``, see the module doc)."""
+        group = self.transport.group(task.explainer.name)
+        model_group = getattr(self.transport, "model_group", None)
+        extra = model_group(task.model) if model_group is not None else None
+        return group if extra is None else f"{group} on a model of {extra}"
 
     def describe(self, spec: ExplainerSpec, timeout: float | None = None) -> Description:
         """Construct the explainer of ``spec`` in a worker (see ``WorkerState.describe``)."""

@@ -20,11 +20,22 @@ parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, w
   reset torch globals.
 - **Cheap workers.** On Linux, workers are forked from a *zygote*: a process forked from the
   runner when the executor starts, before the runner runs any torch work. It builds each track's
-  model once (from the local weight cache, on the CPU) and forks workers that inherit the
+  built-in model once (from the local weight cache, on the CPU) and forks workers that inherit the
   registry (plugins registered at run time included: that is why it forks rather than spawns) and
   the models built so far, so a fresh worker costs a ``fork``, not an import of torch or a model
-  load (a fresh worker about to get a task whose model it lacks is swapped for a fork that has
-  it); a worker that meets a model it did not inherit builds it once (the weight cache again).
+  load (a fresh worker about to get a task whose built-in model it lacks is swapped for a fork that
+  has it); a worker that meets a model it did not inherit builds it once (the weight cache again).
+- **No plugin code in the zygote.** The zygote is not sandboxed, and what it imports or patches
+  reaches every worker it forks afterwards. So it builds only xaibench's own models
+  (:func:`~xaibench.runner.trusted.builtin_model`), checked on both sides of its pipe, with imports
+  of anything but xaibench, the standard library and xaibench's own dependencies refused
+  (:func:`~xaibench.runner.trusted.trusted_imports_only`); a build that left such a module
+  behind all the same ends the zygote (and its workers), and a fresh one is forked from the runner.
+  A model of a plugin (a stand-in for a distribution, or registered at run time) is built by the
+  worker that needs it, in its sandbox, whatever made a fresh worker meet it (a crash, a timeout,
+  more workers). Such a worker then serves only that model's distribution (its group is the
+  explainer and the model's distribution: :meth:`LocalTransport.model_group`), so what the
+  model's code left in it never reaches a built-in model's track.
   Forking from the zygote instead of from the runner matters: the CUDA runtime cannot be used in
   a child forked after its parent initialised it, and the zygote never does. (GNU OpenMP, which
   torch uses for intra-op threads, hangs in the main thread of a child forked after its parent
@@ -83,6 +94,7 @@ from xaibench.runner.executors import (
 )
 from xaibench.runner.processes import OutputForwarder, exit_reason, new_scratch, remove_scratch, say_once
 from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
+from xaibench.runner.trusted import builtin_model, model_origin, trusted_imports_only, untrusted_modules
 from xaibench.runner.wire import MAX_REPLY_BYTES, Refused
 from xaibench.sandbox import (
     OFF_VARIABLE,
@@ -217,6 +229,28 @@ def _serve(conn: Connection, state: WorkerState) -> None:
         _send(conn, reply)  # an output it cannot encode is sent as the task's failure
 
 
+def _zygote_build(models: WorkerState, spec: ModelSpec) -> tuple[str | None, bool]:
+    """Build the model of ``spec`` in the zygote, on the CPU (workers move it to the device), if it
+    is one of xaibench's own (:func:`~xaibench.runner.trusted.builtin_model`; any other is built
+    by its worker, in the sandbox), with imports of untrusted modules refused. Returns the error
+    (``None``: built) and whether the zygote is tainted: the build left a module that is not
+    trusted in ``sys.modules`` (the zygote must end)."""
+    if not builtin_model(models.registry, spec.name):
+        return f"model {spec.name!r} is not one of xaibench's own: the worker builds it in its sandbox", False
+    before = set(sys.modules)
+    error = None
+    try:
+        with trusted_imports_only():
+            models.model(replace(spec, device="cpu"))
+    except Exception as exc:  # noqa: BLE001 - the worker builds it and reports
+        error = f"{type(exc).__name__}: {exc}"
+    foreign = untrusted_modules(set(sys.modules) - before)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
+        return f"building model {spec.name!r} in the zygote imported {shown}, which is not xaibench's own code", True
+    return error, False
+
+
 def _zygote_main(
     control: Connection, events: Connection, registry: Any, threads: int, parent: int, sandboxed: bool = False
 ) -> None:
@@ -256,12 +290,14 @@ def _zygote_main(
                 except (EOFError, OSError):
                     return
                 if message[0] == "preload":
-                    spec: ModelSpec = message[1]
-                    try:
-                        models.model(replace(spec, device="cpu"))  # workers move it to the device
-                        control.send(("preloaded", None))
-                    except Exception as exc:  # noqa: BLE001 - the worker builds it and reports
-                        control.send(("preloaded", f"{type(exc).__name__}: {exc}"))
+                    error, tainted = _zygote_build(models, message[1])
+                    if tainted:  # no more forks from this process: its workers end first, then it
+                        with contextlib.suppress(Exception):
+                            print(f"xaibench zygote: {error}; it ends", file=sys.stderr, flush=True)
+                        _end_workers(children, scratches)
+                    control.send(("preloaded", error, tainted))
+                    if tainted:
+                        return  # the runner forks a fresh zygote for the next worker
                 elif message[0] == "spawn":
                     here, there = ctx.Pipe()
                     scratch = new_scratch("worker") if sandboxed else None
@@ -281,11 +317,18 @@ def _zygote_main(
                 else:
                     return
     finally:
-        for process in children.values():
-            _kill_group(process.pid)
-        kill_orphans({})  # the workers too: killed and reaped
-        for scratch in scratches.values():
-            remove_scratch(scratch)
+        _end_workers(children, scratches)
+
+
+def _end_workers(children: dict[int, Any], scratches: dict[int, str]) -> None:
+    """Kill and reap every worker of the zygote (and what they left), remove their scratch folders."""
+    for process in children.values():
+        _kill_group(process.pid)
+    kill_orphans({})  # the workers too: killed and reaped
+    for scratch in scratches.values():
+        remove_scratch(scratch)
+    children.clear()
+    scratches.clear()
 
 
 def _children() -> list[int]:
@@ -365,19 +408,28 @@ class _Zygote:
         os.close(into)
         self.output = OutputForwarder(output)
         self.pid = pid
+        self.registry = registry
         self.codes: dict[int, int] = {}
         self.models: set[str] = set()
         self.dead = False  # it ended (its events pipe closed): the executor starts another
 
     def preload(self, spec: ModelSpec) -> bool:
+        """Have the zygote build the model of ``spec``, so that workers forked from now on inherit
+        it; ``False`` when it did not (the worker builds it itself). Only xaibench's own models are
+        built there (see the module doc); the zygote checks again."""
+        if not builtin_model(self.registry, spec.name):
+            return False
         if spec.identity not in self.models:
             try:
                 self.control.send(("preload", spec))
-                _, error = self.control.recv()
+                reply = self.control.recv()
             except (EOFError, OSError):
                 self.dead = True
                 return False
-            if error is not None:
+            if len(reply) > 2 and reply[2]:  # tainted: it ends, and the next start forks another
+                self.dead = True
+                return False
+            if reply[1] is not None:
                 return False
             self.models.add(spec.identity)
         return True
@@ -603,8 +655,8 @@ class LocalTransport:
         return self.spawner
 
     def start(self) -> LocalSlot:
-        """A new worker; a zygote that died (killed from outside) is replaced once."""
-        spawner = self.spawner or self._new_spawner()
+        """A new worker; a zygote that died (killed from outside, or ended itself) is replaced once."""
+        spawner = self.spawner if self.spawner is not None and not self.spawner.dead else self._new_spawner()
         for attempt in range(2):
             try:
                 pid, conn, models = spawner.spawn()
@@ -618,14 +670,23 @@ class LocalTransport:
     def group(self, explainer: str) -> str:
         return explainer
 
+    def model_group(self, model: ModelSpec) -> str | None:
+        """``None`` for xaibench's own models; else the model's distribution: a worker that built
+        it (its import and constructor ran there) serves only tasks of that distribution's models
+        (see the module doc)."""
+        return model_origin(self.registry, model.name)
+
     def warm(self, slot: Slot, job: Job) -> Slot:
         """A fresh fork that inherits the task's model, built once by the zygote, instead of
-        ``slot`` (which would build it itself)."""
+        ``slot`` (which would build it itself). Only for xaibench's own models (see the module doc)."""
         assert isinstance(slot, LocalSlot) and self.spawner is not None
         model = job.payload.model if job.kind == "task" else None
-        if model is None or model.identity in slot.seen or not self.spawner.preload(model):
+        if model is None or model.identity in slot.seen:
             return slot
-        slot.kill()
+        spawner = self.spawner
+        if not spawner.preload(model) and not spawner.dead:
+            return slot
+        slot.kill()  # a fork that has the model; or the zygote ended (it took its workers along)
         return self.start()
 
     def wait(self, slots: Sequence[Slot], timeout: float | None) -> Collection[Slot]:
