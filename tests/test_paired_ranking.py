@@ -385,7 +385,9 @@ def test_two_submissions_of_the_same_explainer_params_and_track_are_an_error_nam
     assert {r["explainer"] for r in build_leaderboard(tmp_path / "s").rows} == {"gradient", "gradient-copy", "other"}
 
 
-def test_a_later_created_date_supersedes_the_earlier_submission_on_that_track(tmp_path: Path) -> None:
+def test_a_later_created_date_no_longer_supersedes_two_files_of_one_explainer_are_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     early = sub(
         "gradient", {"t": {"iou": block(const(0.2))}, "u": {"iou": block(const(0.2))}}, created="2026-01-01T00:00:00Z"
     )
@@ -393,13 +395,12 @@ def test_a_later_created_date_supersedes_the_earlier_submission_on_that_track(tm
     _write(tmp_path, "gradient.json", early)
     _write(tmp_path, "gradient-v2.json", late)
     _write(tmp_path, "other.json", sub("other", {"t": {"iou": block(const(0.5))}, "u": {"iou": block(const(0.5))}}))
-    board = build_leaderboard(tmp_path)
-    t, u = rows_of(board, "t"), rows_of(board, "u")
-    assert {x for x, _ in t} == {"gradient-v2", "other"}  # the earlier file is not ranked twice on t
-    assert t[("gradient-v2", "iou")]["rank"] == 1 and t[("other", "iou")]["rank"] == 2
-    assert u[("gradient", "iou")]["value"] == pytest.approx(0.2)  # on u nothing supersedes it
-    assert board.explainers["gradient"]["superseded"] == [{"track": "t", "by": "gradient-v2.json"}]
-    assert board.explainers["gradient-v2"]["supersedes"] == [{"track": "t", "file": "gradient.json"}]
-    assert board.notes == ["gradient.json on track t is superseded by the later gradient-v2.json"]
-    assert "superseded by the later gradient\\-v2.json" not in to_markdown(board)  # only a leading - is escaped
-    assert "gradient.json on track t is superseded by the later gradient-v2.json" in to_markdown(board)
+    with pytest.raises(XaibenchError, match=r"gradient-v2\.json and .*gradient\.json") as info:
+        build_leaderboard(tmp_path)
+    message = str(info.value)
+    assert "\n" not in message and "'created' date does not choose" in message, message
+    with pytest.raises(SystemExit) as exit_info:
+        main(["leaderboard", "build", "--submissions", str(tmp_path), "--out", str(tmp_path / "lb"), "--no-site"])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and re.search(r"/gradient-v2\.json and .*/gradient\.json;", err), err

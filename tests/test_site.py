@@ -34,7 +34,7 @@ from scipy.stats import spearmanr
 
 from xaibench.cli import cli
 from xaibench.plugins.manager import XaibenchError
-from xaibench.publish.board import build_leaderboard
+from xaibench.publish.board import build_leaderboard, content_digest
 from xaibench.python_api import publish_leaderboard
 from xaibench.site import build_site
 from xaibench.site.correlations import oriented, pair_rho, spearman
@@ -443,19 +443,44 @@ def test_explainer_page_draws_the_model_randomisation_cascade(built: Path) -> No
     assert chart.count('<polyline class="line other"') == 5
 
 
-def test_verified_submissions_are_marked_with_their_date_and_records(built: Path) -> None:
+def test_a_files_own_verification_shows_as_a_claim_only_the_builders_result_as_verified(
+    built: Path, tmp_path: Path
+) -> None:
+    # the files' own blocks (alpha: passed, beta: failed): claims, never shown as verified
     alpha = (built / "explainers" / "alpha.html").read_text()
-    assert '<span class="verification passed">verified 2026-01-02 (5 of 5 re-run records matched)</span>' in alpha
-    assert '<span class="badge verified"' in alpha.split("</h1>")[0]
+    assert "claims verified (not checked here): the file says 2026-01-02 (5 of 5 re-run records matched)" in alpha
+    assert "verification passed" not in alpha and '<span class="badge verified"' not in alpha
+    assert '<span class="badge unverified" title="claims verified (not checked here)' in alpha.split("</h1>")[0]
     beta = (built / "explainers" / "beta.html").read_text()
-    assert "verification failed 2026-01-03 (3 of 5 re-run records matched)" in beta
-    assert "verified 2026" not in beta
+    assert "claims verification failed (not checked here): the file says 2026-01-03 (3 of 5" in beta
+    assert "verified 2026" not in beta and "verified 2026" not in alpha
     assert "not verified" in (built / "explainers" / "gamma.html").read_text()
     html = (built / "index.html").read_text()
     for section in (html.split('<section class="overview"')[1], _track(html, 1)):
-        assert '<span class="badge verified" title="verified 2026-01-02' in _row(section, "alpha")
-        assert '<span class="badge unverified"' in _row(section, "beta")
+        assert "badge verified" not in _row(section, "alpha")
+        assert ">claims verified (not checked here)</span>" in _row(section, "alpha")
+        assert ">claims verification failed (not checked here)</span>" in _row(section, "beta")
         assert "badge verified" not in _row(section, "gamma") and "unverified" not in _row(section, "gamma")
+
+    # the board builder's own result for alpha's exact content: shown as verified, with its date
+    subs = built.parent / "subs"
+    mine = {
+        "verified_at": "2026-02-01T00:00:00+00:00",
+        "checked": 5,
+        "matched": 5,
+        "tolerance": 1e-6,
+        "passed": True,
+        "xaibench": "0.1.0",
+    }
+    digest = content_digest(json.loads((subs / "alpha.json").read_text(encoding="utf-8")))
+    build_site(subs, tmp_path / "site", verified={digest: mine})
+    alpha = (tmp_path / "site" / "explainers" / "alpha.html").read_text()
+    assert '<span class="verification passed">verified 2026-02-01 (5 of 5 re-run records matched)</span>' in alpha
+    assert '<span class="badge verified"' in alpha.split("</h1>")[0] and "claims verified" not in alpha
+    html = (tmp_path / "site" / "index.html").read_text()
+    for section in (html.split('<section class="overview"')[1], _track(html, 1)):
+        assert '<span class="badge verified" title="verified 2026-02-01' in _row(section, "alpha")
+        assert "claims verification failed (not checked here)" in _row(section, "beta")  # beta: still a claim
 
 
 def test_methodology_states_the_ranking_rule_with_the_boards_values(built: Path, tmp_path: Path) -> None:

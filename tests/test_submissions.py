@@ -587,7 +587,10 @@ def _break(data: dict[str, Any], case: str) -> None:
     elif case == "na-count":
         iou["values"] = encode_values([None, *values[1:]])
     elif case == "tampered":
-        iou["values"] = encode_values([values[0] + 0.5, *values[1:]])  # type: ignore[operator]
+        first = values[0]
+        assert first is not None
+        # within IoU's range [0, 1] (a value outside it is refused on its own), so only the mean is wrong
+        iou["values"] = encode_values([first + 0.5 if first + 0.5 <= 1.0 else first - 0.5, *values[1:]])
     elif case == "null-with-values":
         iou["values"] = None  # "every sample n/a", but the summary counts 10 values
 

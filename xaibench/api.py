@@ -7,6 +7,7 @@ input size; alignment metrics resize maps to the ground truth's size (DESIGN 2).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar, get_args
@@ -321,6 +322,10 @@ class Metric(Parametrised):
     metric cannot apply to a track at all. ``default = False`` keeps a metric out of
     ``family:<name>`` selectors and of "every metric": it runs only when named by its id
     (``--metric``, a suite's metric list), as the Quantus adapters do.
+    ``value_range`` is the closed interval ``(low, high)`` every per-sample value lies in by
+    the metric's definition (``math.inf`` for an open side; default: any finite value): a
+    submission whose values of this metric id lie outside it is refused
+    (:func:`value_range_problem` says what a valid one is, :func:`outside_range` applies it).
     """
 
     family: ClassVar[Family] = "other"
@@ -328,11 +333,53 @@ class Metric(Parametrised):
     ranking: ClassVar[bool] = False
     default: ClassVar[bool] = True
     unit: ClassVar[str] = ""
+    value_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
     explanation_kinds: ClassVar[tuple[ExplanationKind, ...]] = ("saliency",)
     component_kind: ClassVar[str] = "metric"
 
     def score(self, batch: MetricInput) -> MetricOutput:
         raise NotImplementedError
+
+
+RANGE_SLACK = 1e-9
+"""How far a value may lie outside its metric's ``value_range``, relative to the bound's size
+(at least 1): float rounding (a Pearson correlation of 1 + 2e-16, an AUC of -1e-17)."""
+
+
+def value_range_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid ``Metric.value_range``, else ``None``: the one check of the
+    attribute (registration and the submission checks call it). Valid: a pair ``(low, high)`` of
+    real numbers (not booleans, not NaN), ``low < high``; ``-math.inf``/``math.inf`` leave a side open."""
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        return f"value_range must be a pair (low, high), got {value!r}"
+    low, high = value
+    for bound in (low, high):
+        if isinstance(bound, bool) or not isinstance(bound, int | float) or math.isnan(bound):
+            return f"value_range bounds must be real numbers (math.inf for an open side), got {value!r}"
+    if not low < high:
+        return f"value_range must have low < high, got {value!r}"
+    return None
+
+
+def metric_value_range(metric: type[Metric] | Metric) -> tuple[float, float] | None:
+    """The checked ``value_range`` of a metric class (or instance) as floats; ``None`` when it
+    declares an invalid one (see :func:`value_range_problem`)."""
+    value = getattr(metric, "value_range", (-math.inf, math.inf))
+    if value_range_problem(value) is not None:
+        return None
+    low, high = value
+    return float(low), float(high)
+
+
+def outside_range(value: float, value_range: tuple[float, float]) -> bool:
+    """Whether ``value`` lies outside ``value_range`` by more than :data:`RANGE_SLACK`
+    (relative to the bound's size, at least 1); NaN is outside every range."""
+    low, high = value_range
+    if math.isnan(value):
+        return True
+    below = value < low - RANGE_SLACK * max(1.0, abs(low)) if math.isfinite(low) else False
+    above = value > high + RANGE_SLACK * max(1.0, abs(high)) if math.isfinite(high) else False
+    return below or above
 
 
 # ----------------------------------------------------------------------------- encoders

@@ -47,6 +47,7 @@ class _PastaMetric(Metric):
     family: ClassVar[str] = "perceptual"  # type: ignore[assignment]
     direction: ClassVar[str] = "higher"  # type: ignore[assignment]
     unit: ClassVar[str] = "stars (1-5)"
+    value_range: ClassVar[tuple[float, float]] = (1.0, 5.0)  # 1 + 4 u, u in [0, 1] (xaibench.pasta.network)
     version: ClassVar[str] = "1.0.0"
     licence: ClassVar[str] = "Apache-2.0"
     needs: ClassVar[tuple[str, ...]] = ("model",)

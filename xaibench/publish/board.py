@@ -7,10 +7,22 @@ the warnings per track (a model at chance).
 The board keeps the submissions it was built from, so the site shows them without reading a file
 again. :mod:`xaibench.publish.writers` writes the board (CSV, JSON, Markdown, the terminal);
 :mod:`xaibench.site` builds the static site from it.
+
+Verification. A submission's own ``verification`` block is what the file says of itself: anyone
+can write ``"passed": true`` into it. The board never shows it as verified. An explainer's
+``verification`` on the board is the board builder's own result for that exact content: the
+``verified`` mapping passed to :func:`build_board` (from the builder's or CI's own run of
+``xaibench submission verify``, kept outside the submissions), keyed by :func:`content_digest`,
+the sha256 of the file's content without its ``verification`` block. Without such a result it is
+``None``. A file with a block of its own also gets ``claimed_verification`` (the block, as
+written) and ``verification_claim``, how to show it: :data:`CLAIMED_VERIFIED` ("claims verified
+(not checked here)") or :data:`CLAIMED_FAILED`, ``None`` where the builder's own result is shown.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +48,7 @@ from xaibench.publish.shapes import (
     Provenance,
     Rules,
     SubmissionData,
+    Verification,
     WinRates,
 )
 from xaibench.publish.submission import read_submissions
@@ -43,6 +56,10 @@ from xaibench.publish.submission_files import Submission
 from xaibench.runner.chance import chance_warning
 
 LEADERBOARD_SCHEMA = "xaibench.leaderboard/2"
+CLAIMED_VERIFIED = "claims verified (not checked here)"
+"""How a file's own ``verification`` block that says it passed is shown: a claim, not a check."""
+CLAIMED_FAILED = "claims verification failed (not checked here)"
+"""How a file's own ``verification`` block that says it failed is shown."""
 
 
 @dataclass
@@ -78,20 +95,63 @@ def meta_file(submissions_dir: Path) -> Path:
     return submissions_dir.parent / "meta" / "meta.json"
 
 
-def build_leaderboard(submissions_dir: Path, meta: Path | None = None, *, keep_bytes: bool = True) -> Leaderboard:
-    """Rank the submission files of a folder (duplicates: an error, or superseded by date),
-    gated by the ``meta.json`` of ``xaibench meta`` (``meta``, default :func:`meta_file`) when
-    it matches them (:mod:`xaibench.publish.gate`). ``keep_bytes=False``: the files' bytes are
-    not kept (a build without a site; :func:`~xaibench.publish.submission.read_submissions`)."""
+def build_leaderboard(
+    submissions_dir: Path,
+    meta: Path | None = None,
+    *,
+    keep_bytes: bool = True,
+    verified: Mapping[str, Verification] | None = None,
+) -> Leaderboard:
+    """Rank the submission files of a folder (two files for one explainer and parameters, or
+    explainer names that look alike: an error naming both), gated by the ``meta.json`` of
+    ``xaibench meta`` (``meta``, default :func:`meta_file`) when it matches them
+    (:mod:`xaibench.publish.gate`). ``keep_bytes=False``: the files' bytes are not kept (a build
+    without a site; :func:`~xaibench.publish.submission.read_submissions`). ``verified``: the
+    builder's own verification results (see the module doc)."""
     subs = read_submissions(submissions_dir, keep_bytes=keep_bytes)
-    return build_board(subs, gate=read_gate(meta or meta_file(submissions_dir), subs))
+    return build_board(subs, gate=read_gate(meta or meta_file(submissions_dir), subs), verified=verified)
+
+
+def content_digest(data: Mapping[str, Any]) -> str:
+    """The sha256 (hex) of a submission's content without its ``verification`` block (canonical
+    JSON: sorted keys, no spaces): what a verification result is bound to, so a result holds for
+    that content only and a block written into the file later does not change it."""
+    content = {k: v for k, v in data.items() if k != "verification"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _verification(data: Mapping[str, Any], verified: Mapping[str, Verification]) -> dict[str, Any]:
+    """An explainer's verification fields on the board (see the module doc)."""
+    own = data.get("verification")
+    claimed = own if isinstance(own, dict) else None
+    trusted = verified.get(content_digest(data)) if verified else None
+    if not (isinstance(trusted, Mapping) and isinstance(trusted.get("passed"), bool)):
+        trusted = None
+    out: dict[str, Any] = {"verification": dict(trusted) if trusted is not None else None}
+    if claimed is not None:  # only then: a board of files without a block keeps its shape
+        passed = claimed.get("passed")
+        out["claimed_verification"] = claimed
+        out["verification_claim"] = (
+            None
+            if trusted is not None or not isinstance(passed, bool)
+            else CLAIMED_VERIFIED
+            if passed
+            else CLAIMED_FAILED
+        )
+    return out
 
 
 def build_board(
-    submissions: Iterable[Submission | tuple[Path, SubmissionData]], gate: Gate | None = None
+    submissions: Iterable[Submission | tuple[Path, SubmissionData]],
+    gate: Gate | None = None,
+    *,
+    verified: Mapping[str, Verification] | None = None,
 ) -> Leaderboard:
     """Rank loaded submissions (or ``(path, data)`` pairs; the explainer key is the file's stem);
-    ``gate``: meta-evaluation's invalid metrics, shown but not ranked."""
+    ``gate``: meta-evaluation's invalid metrics, shown but not ranked; ``verified``: the board
+    builder's own verification results by :func:`content_digest` (a file's own ``verification``
+    block is only a claim: see the module doc)."""
     loaded = tuple(Submission.of(s) for s in submissions)
     subs, superseded = resolve_duplicates(loaded)
     board = Leaderboard(rows=[], submissions=loaded)
@@ -128,8 +188,7 @@ def build_board(
             flags[x][track] = mine
     for sub in subs:
         data = sub.data
-        verification = data.get("verification")
-        board.explainers[sub.key] = {
+        board.explainers[sub.key] = {  # type: ignore[typeddict-unknown-key]
             "file": sub.path.name,
             "explainer": data["explainer"],
             "disclosure": data.get("disclosure", {}),
@@ -137,7 +196,7 @@ def build_board(
             "plugins": data.get("plugins", []),
             "seed": data.get("seed"),
             "created": data.get("created"),
-            "verification": verification if isinstance(verification, dict) else None,
+            **_verification(data, verified or {}),
             "flags": {t: flags[sub.key].get(t, []) for t in sorted(data["tracks"])},
         }
     for s in superseded:

@@ -10,6 +10,8 @@ the metric); each resample's mean difference is over the drawn ids both have
 so ties share ranks and the result does not depend on the input order.
 An explainer sharing fewer than 8 samples with every other one gets no rank ("too few samples
 (n = k)", k its largest shared count); a submission without per-sample values is not ranked.
+A (track, metric) where fewer than two methods (references left out) have per-sample values
+ranks nobody: a rank among one is no rank (:data:`TOO_FEW_METHODS`).
 
 A family score is the mean rank over that family's ranking metrics (where the explainer has a
 rank), and the family rank the competition rank of those means (lower is better). The overall
@@ -24,20 +26,18 @@ score. The sanity family is never ranked: a ``model_randomisation`` mean above 0
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import functools
-import itertools
 import json
 import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from xaibench.api import FAMILIES, FAMILY_RANKED, RANKED_FAMILIES
-from xaibench.errors import XaibenchError
+from xaibench.publish.identity import check_submissions
 from xaibench.publish.sample_values import SampleValues
 from xaibench.publish.shapes import (
     BoardRow,
@@ -103,8 +103,11 @@ DIAGNOSIS_STATUS = "diagnosis: not in the overall rank"
 """The status of a family rank row on a track where the family is a diagnosis (DESIGN 10)."""
 PASTA_LABEL = "PASTA"
 NO_SAMPLES = "not ranked: no per-sample values"
+MIN_RANKED = 2
+"""Methods (not references) with per-sample values a (track, metric) needs before any of them is
+ranked: a rank among one is no rank (a metric only one file reports would make it #1 of 1)."""
+TOO_FEW_METHODS = f"not ranked: fewer than {MIN_RANKED} methods have values for this metric here"
 SHOWN_ONLY = "not ranked: shown only"
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 SANITY_STATUS = "not ranked: sanity check"
 
 
@@ -301,14 +304,14 @@ def rank_metric(
 ) -> dict[str, tuple[int | None, str]]:
     """Rank and status of each explainer on one (track, metric): rank = 1 + number of explainers
     that beat it in a paired comparison (:func:`paired_table`, one shared resample). Status ``""``
-    when ranked, else why not."""
+    when ranked, else why not. ``entries`` are the methods (references left out by the caller):
+    with fewer than :data:`MIN_RANKED` of them having per-sample values, none is ranked
+    (:data:`TOO_FEW_METHODS`), so a metric only one file reports makes nobody "#1 of 1"."""
     out: dict[str, tuple[int | None, str]] = {e.explainer: (None, NO_SAMPLES) for e in entries if e.samples is None}
     have = sorted((e for e in entries if e.samples is not None), key=lambda e: e.explainer)
-    if len(have) == 1:  # nobody to compare with: ranked first when it has enough values
-        k = sum(1 for v in have[0].samples.values() if v is not None)  # type: ignore[union-attr]
-        out[have[0].explainer] = (1, "") if k >= min_shared else (None, f"too few samples (n = {k})")
-        return out
-    if not have:
+    valued = [e for e in have if any(v is not None for v in e.samples.values())]  # type: ignore[union-attr]
+    if len(valued) < MIN_RANKED:  # nobody to compare with: a rank of one is no rank
+        out.update((e.explainer, (None, TOO_FEW_METHODS)) for e in have)
         return out
     table = paired_table(have, min_shared, bounds=False)
     n = len(have)
@@ -686,55 +689,14 @@ def _count(x: object) -> int:
     return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else 0
 
 
-def _created(sub: Submission) -> dt.datetime | None:
-    text = sub.data.get("created")
-    if not isinstance(text, str):
-        return None
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
-
-
 def resolve_duplicates(submissions: Sequence[Submission]) -> tuple[list[Submission], list[Superseded]]:
-    """One submission per (explainer name, parameters, track) (DESIGN 7).
-
-    Two files with the same key are an error naming both, unless their ``created`` dates differ:
-    then the later one supersedes the earlier on that track. Returns the submissions with the
-    superseded tracks removed (a file left with no track is dropped) and one record per
-    superseded track: ``{"track", "explainer", "file", "by"}`` (file names)."""
-    groups: dict[tuple[str, str, str], list[Submission]] = defaultdict(list)
-    for sub in submissions:
-        block = sub.data["explainer"]
-        params = json.dumps(block.get("params", {}), sort_keys=True, default=str)
-        for track in sub.data["tracks"]:
-            groups[(str(block["name"]), params, str(track))].append(sub)
-    dropped: dict[Path, set[str]] = defaultdict(set)
-    superseded: list[Superseded] = []
-    for (name, _params, track), members in sorted(groups.items()):
-        if len(members) < 2:
-            continue
-        members = sorted(members, key=lambda m: (_created(m) is None, _created(m) or _EPOCH, m.path.name))
-        for a, b in itertools.pairwise(members):
-            if _created(a) is None or _created(b) is None or _created(a) == _created(b):
-                raise XaibenchError(
-                    f"two submissions for explainer {name!r} with the same parameters on track {track!r}: "
-                    f"{a.path} and {b.path}; remove one (a later 'created' date supersedes an earlier one)"
-                )
-        latest = members[-1].path
-        for sub in members[:-1]:
-            dropped[sub.path].add(track)
-            superseded.append({"track": track, "explainer": name, "file": sub.path.name, "by": latest.name})
-    kept: list[Submission] = []
-    for sub in submissions:
-        if sub.path not in dropped:
-            kept.append(sub)
-            continue
-        tracks = {t: v for t, v in sub.data["tracks"].items() if t not in dropped[sub.path]}
-        if tracks:
-            kept.append(replace(sub, data={**sub.data, "tracks": tracks}))
-    return kept, superseded
+    """The submissions, checked to be one per explainer name and parameters, with names that do
+    not look alike (:func:`xaibench.publish.identity.check_submissions`): two files for one
+    explainer and parameters are an error naming both, whatever their ``created`` dates (a
+    file's date is its own claim: a later one no longer supersedes an earlier one). Returns the
+    submissions unchanged and no superseded track (the pair keeps the callers' shape)."""
+    check_submissions(submissions)
+    return list(submissions), []
 
 
 # ----------------------------------------------------------------------------- display labels

@@ -13,8 +13,12 @@ Rules (docs/submitting.md):
   finite and at most :data:`MAX_MAGNITUDE` in size, so a difference of two values, a sum of
   values or a square of one stays finite (1e100 + 1e100 and 1e100 ** 2 = 1e200 are far below
   the float limit 1.8e308);
-- ``mean`` equals the mean of the values within :data:`RELATIVE_TOLERANCE` times the largest
-  value's size (at least 1);
+- ``mean`` equals the mean of the values within :data:`RELATIVE_TOLERANCE` times the mean's own
+  size (at least 1). The mean is recomputed exactly rounded (:func:`math.fsum`), so values that
+  cancel (``+1e100``, ``-1e100``) cannot hide a claimed mean: a tolerance that grew with the
+  largest value (as it once did) let such a file claim any mean. A mean written by
+  ``numpy`` (pairwise summation) of values that do not cancel catastrophically lies far within
+  that tolerance;
 - ``na_reasons`` counts add up to ``n_na`` (the runner keeps the :data:`NA_REASONS_KEPT`
   commonest reasons, so with that many they may add up to less);
 - with the run ``seed`` recorded, ``[ci_low, ci_high]`` is the seeded bootstrap the runner draws,
@@ -25,7 +29,9 @@ Rules (docs/submitting.md):
   without it (written earlier), :func:`xaibench.stats.bootstrap_ci` of the values, seed
   ``derive_seed(seed, "bootstrap", "TRACK/EXPLAINER/METRIC")``. Without a seed, the interval
   contains the mean and lies between the smallest and the largest value (as every percentile
-  bootstrap interval of a mean does).
+  bootstrap interval of a mean does). Interval ends are compared within
+  :data:`RELATIVE_TOLERANCE` times their own size (at least 1), and against the smallest and
+  largest values within that times those values' size.
 """
 
 from __future__ import annotations
@@ -43,8 +49,8 @@ from xaibench.stats import INTERVAL_RULE, bootstrap_ci, interval_seed, shared_in
 MAX_MAGNITUDE = 1e100
 """Largest size of a number in a metric summary or a per-sample value."""
 RELATIVE_TOLERANCE = 1e-9
-"""How far a recorded mean or interval end may lie from the recomputed one, relative to the
-largest value's size (at least 1)."""
+"""How far a recorded mean or interval end may lie from the recomputed one, relative to that
+number's own size (at least 1): never to the largest value's, which a hostile file sets."""
 NA_REASONS_KEPT = 5
 """How many n/a reasons the runner keeps (the commonest)."""
 
@@ -137,17 +143,15 @@ def summary_errors(
                 yield key, f"{where}: {key} is set but there is no per-sample value"
         return
     smallest, largest = float(np.min(values)), float(np.max(values))
-    scale = max(1.0, abs(smallest), abs(largest))
-    tol = RELATIVE_TOLERANCE * scale
-    mean, recomputed = m.get("mean"), float(np.mean(values))
-    if isinstance(mean, int | float) and abs(mean - recomputed) > tol:
+    mean, recomputed = m.get("mean"), exact_mean(values)
+    if isinstance(mean, int | float) and abs(mean - recomputed) > _tolerance(recomputed):
         shown, actual = _pair(mean, recomputed)
         yield "mean", f"{where}: mean {shown} but its {len(values)} per-sample values average {actual}"
         return
     low, high = m.get("ci_low"), m.get("ci_high")
     if not isinstance(low, int | float) or not isinstance(high, int | float):
         return  # no interval to check (the board then shows none)
-    if not low - tol <= recomputed <= high + tol:
+    if not low - _tolerance(low) <= recomputed <= high + _tolerance(high):
         return  # the caller reports an interval that does not contain the mean
     if isinstance(seed, int) and not isinstance(seed, bool):
         if rule == INTERVAL_RULE and interval is not None:
@@ -162,19 +166,32 @@ def summary_errors(
             want = (float(lo), float(hi))
         else:
             want = bootstrap_ci(values, derive_seed(seed, "bootstrap", label))
-        if abs(low - want[0]) > tol or abs(high - want[1]) > tol:
+        off_low, off_high = abs(low - want[0]) > _tolerance(want[0]), abs(high - want[1]) > _tolerance(want[1])
+        if off_low or off_high:
             (low_s, want_low), (high_s, want_high) = _pair(low, want[0]), _pair(high, want[1])
             yield (
-                "ci_low" if abs(low - want[0]) > tol else "ci_high",
+                "ci_low" if off_low else "ci_high",
                 f"{where}: interval [{low_s}, {high_s}] but the seeded bootstrap of its {len(values)} "
                 f"per-sample values (seed {seed}) gives [{want_low}, {want_high}]",
             )
-    elif low < smallest - tol or high > largest + tol:
+    elif low < smallest - _tolerance(smallest) or high > largest + _tolerance(largest):
         yield (
             "ci_low",
             f"{where}: interval [{_num(low)}, {_num(high)}] reaches beyond its per-sample values "
             f"[{_num(smallest)}, {_num(largest)}]",
         )
+
+
+def exact_mean(values: Any) -> float:
+    """The mean of ``values`` (finite floats) from their exactly rounded sum (:func:`math.fsum`):
+    no cancellation error, whatever their sizes and order."""
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    return math.fsum(items) / len(items)
+
+
+def _tolerance(x: float) -> float:
+    """How far a recorded number may lie from ``x`` (recomputed): relative to ``x``'s own size."""
+    return RELATIVE_TOLERANCE * max(1.0, abs(float(x)))
 
 
 def _value_or_nan(value: Any) -> float:

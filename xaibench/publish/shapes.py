@@ -334,6 +334,12 @@ class ExplainerInfo(TypedDict):
     seed: int | None
     created: str | None
     verification: Verification | None
+    """The board builder's own verification result for this exact content (``None``: none)."""
+    claimed_verification: NotRequired[Verification]
+    """The file's own ``verification`` block, as written (present only when the file has one)."""
+    verification_claim: NotRequired[str | None]
+    """How to show that block: "claims verified (not checked here)" or "claims verification
+    failed (not checked here)" (``None`` when the builder's own result is shown instead)."""
     flags: dict[str, list[str]]
     """Track -> the explainer's flags there (``insensitive to the model``)."""
     superseded: NotRequired[list[SupersededBy]]

@@ -17,11 +17,28 @@ Three layers, every finding reported as ``FILE:LINE:COLUMN: message (at /json/po
    mean and the seeded bootstrap interval recomputed), histogram and curve shapes, disclosure
    vs the explainer's own flags, and, for a file on disk, that each example overlay exists
    under ``assets/``, is a PNG and has the recorded sha256.
+4. What a file cannot vouch for itself (the registry is the installed one,
+   :func:`xaibench.plugins.manager.get_registry`):
+
+   - every per-sample value (and the mean and interval ends) of a metric lies within the
+     ``value_range`` that the installed metric of that id declares (:attr:`xaibench.api.Metric.value_range`,
+     within :data:`xaibench.api.RANGE_SLACK`); a metric id not installed here, or one declaring no
+     range, has no range check (:func:`range_notes` says which);
+     A process without torch (a board built without its site) reads the registry in a child
+     process, so that it still imports no torch (:func:`installed`);
+   - ``created`` is not in the future (more than :data:`CLOCK_SKEW` past this machine's clock): a
+     date is the file's own claim, and a far one served once to make a file win over another;
+   - the explainer's name is not a look-alike of an installed explainer's
+     (:func:`xaibench.publish.identity.lookalike_problem`: ``gradсam`` with a Cyrillic ``с`` is
+     refused, it would be read as ``gradcam``). Names across files (two files for one explainer,
+     look-alikes of each other) are checked when the board is built
+     (:func:`xaibench.publish.identity.check_submissions`).
 """
 
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import hashlib
 import itertools
 import json
@@ -38,7 +55,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from xaibench.api import metric_value_range, outside_range
 from xaibench.errors import XaibenchError
+from xaibench.publish.identity import lookalike_problem
 from xaibench.publish.recompute import MAX_MAGNITUDE, summary_errors, track_intervals
 from xaibench.publish.sample_values import SampleValues
 from xaibench.publish.shapes import Example, JsonObject, MetricSummary, SubmissionData
@@ -65,6 +84,9 @@ _PLAIN_ITEM = re.compile(rf"{_PLAIN}|\]")  # in a plain array: its items, then i
 _SUSPECT_NUMBER = re.compile(r"\d{300}|[eE]\+?\d{3}")  # a number that may be out of a float's range
 _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a string's plain runs in one step
 _OUT_OF_RANGE = "is out of range (beyond a 64-bit float)"
+CLOCK_SKEW = dt.timedelta(days=1)
+"""How far past this machine's clock a submission's ``created`` may lie (clocks and time zones
+differ); a later date is refused."""
 
 
 @dataclass(frozen=True)
@@ -322,12 +344,156 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
+@dataclass(frozen=True)
+class Installed:
+    """What the checks of a file read from the installed registry: each metric id's declared
+    ``value_range`` and version (metrics declaring none are left out) and the explainers' names."""
+
+    ranges: dict[str, tuple[tuple[float, float], str]]
+    explainers: tuple[str, ...]
+
+
+def installed() -> Installed:
+    """The installed registry's metric ranges and explainer names (:class:`Installed`); empty
+    when the registry cannot be built (then no range or name is checked against it). A process
+    that has not imported torch (a board built without its site, which must not pay for it) reads
+    the registry in a child process instead (:func:`_installed_elsewhere`, once per process)."""
+    return _installed_here() if "torch" in sys.modules else _installed_elsewhere()
+
+
+def _installed_here() -> Installed:
+    try:
+        from xaibench.plugins.manager import get_registry
+
+        registry = get_registry()
+        metrics, explainers = registry.entries("metric"), registry.names("explainer")
+    except Exception:  # noqa: BLE001 - a broken plugin set leaves these checks out, not validation
+        return Installed({}, ())
+    ranges: dict[str, tuple[tuple[float, float], str]] = {}
+    for entry in metrics:
+        bounds = metric_value_range(entry.cls)
+        if bounds is not None and bounds != (-math.inf, math.inf):
+            ranges[entry.cls.name] = (bounds, str(entry.cls.version))
+    return Installed(ranges, tuple(explainers))
+
+
+_INSTALLED_LINE = "xaibench-installed: "
+_INSTALLED_CODE = (
+    "import json, sys\n"
+    "sys.path[:0] = json.loads(sys.argv[1])\n"
+    "from xaibench.publish.validation import _INSTALLED_LINE, _installed_here\n"
+    "known = _installed_here()\n"
+    "ranges = {k: [low, high, version] for k, ((low, high), version) in known.ranges.items()}\n"
+    "print(_INSTALLED_LINE + json.dumps({'ranges': ranges, 'explainers': list(known.explainers)}))\n"
+)
+INSTALLED_TIMEOUT = 600.0
+"""Seconds the child process that reads the registry may take (plugin probes on a cold cache)."""
+
+
+@lru_cache(maxsize=1)
+def _installed_elsewhere() -> Installed:
+    """:func:`_installed_here` run in a child process (same interpreter and ``sys.path``), so
+    that this process imports neither torch nor any plugin."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _INSTALLED_CODE, json.dumps(sys.path)],
+            capture_output=True,
+            text=True,
+            timeout=INSTALLED_TIMEOUT,
+            check=False,
+        )
+        line = next(x for x in reversed(done.stdout.splitlines()) if x.startswith(_INSTALLED_LINE))
+        data = json.loads(line.removeprefix(_INSTALLED_LINE))
+        ranges = {str(k): ((float(v[0]), float(v[1])), str(v[2])) for k, v in data["ranges"].items()}
+        return Installed(ranges, tuple(str(x) for x in data["explainers"]))
+    except (OSError, subprocess.SubprocessError, StopIteration, ValueError, KeyError, TypeError, IndexError):
+        return Installed({}, ())
+
+
+def range_notes(data: SubmissionData, known: Installed | None = None) -> list[str]:
+    """One line per metric id of ``data`` whose values' range is not checked here (not installed,
+    or declaring no ``value_range``), for a validation report to print beside its findings."""
+    known = known or installed()
+    ids = sorted(
+        {str(k) for t in (data.get("tracks") or {}).values() if isinstance(t, dict) for k in t.get("metrics") or {}}
+    )
+    return [
+        f"metric {k!r}: not installed here or declares no value range; its values' range is not checked"
+        for k in ids
+        if k not in known.ranges
+    ]
+
+
+def _created_errors(data: SubmissionData, now: dt.datetime | None = None) -> Iterator[tuple[str, str]]:
+    text = data.get("created")
+    if not isinstance(text, str):
+        return
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return  # the schema's date-time format says so
+    when = when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
+    if when > now + CLOCK_SKEW:
+        yield (
+            "/created",
+            (
+                f"created {text} is in the future (this machine's clock says {now.isoformat(timespec='seconds')}; "
+                f"at most {CLOCK_SKEW.days} day ahead is allowed)"
+            ),
+        )
+
+
+def _range_errors(
+    ptr: str, where: str, metric_id: str, m: MetricSummary, ids: list[str] | None, known: Installed
+) -> Iterator[tuple[str, str]]:
+    """Summary numbers and per-sample values of metric ``metric_id`` outside its installed
+    ``value_range``: each summary number, and the first per-sample value with the count. A
+    number beyond :data:`~xaibench.publish.recompute.MAX_MAGNITUDE` (or not finite) is reported
+    as such by :func:`~xaibench.publish.recompute.summary_errors`, not again here."""
+    if metric_id not in known.ranges:
+        return
+    bounds, version = known.ranges[metric_id]
+    shown = f"[{bounds[0]:g}, {bounds[1]:g}], the value range of metric {metric_id!r} (installed version {version})"
+    for key in ("mean", "ci_low", "ci_high"):
+        value = _num(m.get(key))
+        if value is not None and abs(value) <= MAX_MAGNITUDE and outside_range(value, bounds):
+            yield f"{ptr}/{key}", f"{where}: {key} {value:.6g} is outside {shown}"
+    samples = m.get("samples")
+    bad: list[tuple[str, float]] = []
+    if isinstance(samples, SampleValues):
+        arr = samples.array
+        low, high = bounds
+        with np.errstate(invalid="ignore"):
+            suspect = np.flatnonzero((np.abs(arr) <= MAX_MAGNITUDE) & ((arr < low) | (arr > high)))
+        bad = [(samples.ids[k], float(arr[k])) for k in suspect if outside_range(float(arr[k]), bounds)]
+    elif isinstance(samples, dict):
+        for sample_id, value in samples.items():
+            v = _num(value)
+            if v is not None and abs(v) <= MAX_MAGNITUDE and outside_range(v, bounds):
+                bad.append((str(sample_id), v))
+    if not bad:
+        return
+    sample, value = bad[0]
+    more = f" ({len(bad)} values are)" if len(bad) > 1 else ""
+    at = f"{ptr}/values/{ids.index(sample)}" if ids is not None else f"{ptr}/samples{pointer([sample])}"
+    yield at, f"{where}: per-sample value {value:.6g} of {sample!r} is outside {shown}{more}"
+
+
 def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iterator[tuple[str, str]]:
-    """Checks across fields (run after the schema passed, so the required keys are there)."""
+    """Checks across fields (run after the schema passed, so the required keys are there), and
+    against the installed registry (metric value ranges, explainer names) and the clock."""
     explainer, disclosure = data["explainer"], data["disclosure"]
     for flag in ("tuned_on_benchmark", "reference_only"):
         if explainer.get(flag) is True and disclosure.get(flag) is False:
             yield f"/disclosure/{flag}", f"the explainer declares {flag} = true, the disclosure says false"
+    known = installed()
+    yield from _created_errors(data)
+    why = lookalike_problem(str(explainer["name"]), known.explainers, whose="the installed explainer")
+    if why is not None:
+        yield "/explainer/name", why
     name, seed, rule = explainer["name"], data.get("seed"), data.get("intervals")
     compact = data["schema"] == SCHEMA_V2
     for track_name, track in data["tracks"].items():
@@ -353,6 +519,7 @@ def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iter
                     yield f"{ptr}/values/{ids.index(sample)}", message
                 else:
                     yield f"{ptr}/samples{pointer([sample])}", message
+            yield from _range_errors(ptr, where, str(metric_id), view, ids, known)
         for k, example in enumerate(track.get("examples", [])):
             if "png" in example and folder is not None:
                 yield from _asset_errors(f"{base}/examples/{k}/png", example, folder)

@@ -24,7 +24,15 @@ from rich.text import Text
 
 from xaibench.api import FAMILY_RANKED
 from xaibench.files import csv_text, write_text_atomic
-from xaibench.publish.board import Leaderboard, board_json, label_of, rank_ties, track_title
+from xaibench.publish.board import (
+    CLAIMED_FAILED,
+    CLAIMED_VERIFIED,
+    Leaderboard,
+    board_json,
+    label_of,
+    rank_ties,
+    track_title,
+)
 from xaibench.publish.leaderboard import CSV_COLUMNS, SANITY_METRIC, family_index
 from xaibench.publish.shapes import BoardRow
 
@@ -196,6 +204,8 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
         verification = info.get("verification")
         if isinstance(verification, dict) and verification.get("passed") is True:
             name += " (verified)"
+        elif (claim := _claim(info)) is not None:
+            name += f" [{claim}]"
         for flag in (info.get("flags") or {}).get(track, []):
             name += f" (flag: {flag})"
         overall = cells.get("rank:overall", {})
@@ -288,6 +298,13 @@ EXPLAINER_MAX_WIDTH = 40
 """Widest the compact explainer column gets; a longer name wraps at its spaces."""
 
 
+def _claim(info: object) -> str | None:
+    """An explainer's ``verification_claim`` (what its file's own block claims, not checked by the
+    board's builder) when it is one of the board's two texts; else ``None``."""
+    claim = info.get("verification_claim") if isinstance(info, dict) else None
+    return claim if claim in (CLAIMED_VERIFIED, CLAIMED_FAILED) else None
+
+
 def _longest_word(text: str) -> int:
     return max((Text(w).cell_len for w in text.split()), default=0)
 
@@ -301,7 +318,10 @@ def _name_cell(board: Leaderboard, key: str, track: str) -> tuple[str, list[str]
     name += " (reference)" if disclosure.get("reference_only") else ""
     name += " (tuned)" if disclosure.get("tuned_on_benchmark") else ""
     verification = info.get("verification")
-    name += " (verified)" if isinstance(verification, dict) and verification.get("passed") is True else ""
+    if isinstance(verification, dict) and verification.get("passed") is True:
+        name += " (verified)"
+    elif _claim(info) is not None:
+        name += " (unchecked claim)"
     flags = [str(f) for f in (info.get("flags") or {}).get(track, [])]
     return name + (" !" if flags else ""), flags
 

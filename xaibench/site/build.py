@@ -31,11 +31,13 @@ board keeps the submissions it was ranked from, and the site shows those.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry
 from xaibench.publish.board import LEADERBOARD_SCHEMA, Leaderboard, board_json, build_board
+from xaibench.publish.shapes import Verification
 from xaibench.publish.submission import read_submissions
 from xaibench.publish.submission_files import Submission
 from xaibench.publish.validation import require_valid
@@ -61,6 +63,7 @@ def build_site(
     registry: Registry | None = None,
     validate: bool = True,
     paper_dir: Path | None = None,
+    verified: Mapping[str, Verification] | None = None,
 ) -> list[Path]:
     """Validate the submissions, then write the whole site to ``site_dir``; returns the HTML pages.
 
@@ -70,10 +73,12 @@ def build_site(
     are shown, so no file is read again). ``paper_dir``: the shared ``pasta-paper`` folder for
     the correlations page's human ratings section; ``None`` finds it from the environment
     (``XAIBENCH_DATA_DIR``, as ``--data-dir`` sets it, or ``XAIBENCH_DATA_PASTA_PAPER``), and the
-    section says in one line when it is absent.
+    section says in one line when it is absent. ``verified``: the builder's own verification
+    results by :func:`~xaibench.publish.board.content_digest`, for the board built here (a
+    file's own ``verification`` block shows only as a claim); unused when ``board`` is given.
     """
     pages, files = site_contents(
-        submissions_dir, board=board, registry=registry, validate=validate, paper_dir=paper_dir
+        submissions_dir, board=board, registry=registry, validate=validate, paper_dir=paper_dir, verified=verified
     )
     return write_site(site_dir, pages, files)
 
@@ -86,6 +91,7 @@ def site_contents(
     validate: bool = True,
     paper_dir: Path | None = None,
     linked: str | None = None,
+    verified: Mapping[str, Verification] | None = None,
 ) -> tuple[dict[str, Page], dict[str, str | bytes]]:
     """The site's pages and files (what :func:`xaibench.site.writer.write_site` and
     :func:`xaibench.site.writer.fill_site` write), from the submissions (see :func:`build_site`)."""
@@ -97,7 +103,7 @@ def site_contents(
     subs = _board_submissions(board, files)
     if subs is None:
         subs = read_submissions(submissions_dir)
-    board = board or build_board(subs)
+    board = board or build_board(subs, verified=verified)
     if registry is None:
         from xaibench.plugins.manager import get_registry
 

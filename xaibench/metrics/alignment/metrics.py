@@ -39,6 +39,7 @@ class AlignmentMetric(Metric):
     licence = "Apache-2.0"
     needs = ("mask",)
     unit = "fraction in [0, 1]"
+    value_range = (0.0, 1.0)  # every alignment score and error lies in [0, 1]
     result: ClassVar[str] = ""
     extra_fields: ClassVar[tuple[str, ...]] = ()
 

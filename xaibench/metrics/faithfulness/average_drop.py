@@ -23,6 +23,7 @@ class AverageDrop(FaithfulnessMetric):
     name = "average_drop"
     direction = "lower"
     unit = "percent"
+    value_range = (0.0, 100.0)
     description = (
         "Average drop: max(0, p(x) - p(x * E)) / p(x) x 100 with E the min-max normalised positive map "
         "multiplying the normalised input; percent, lower is better."

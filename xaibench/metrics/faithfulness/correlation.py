@@ -41,6 +41,7 @@ class FaithfulnessCorrelation(FieldFaithfulnessMetric):
     name = "faithfulness_correlation"
     direction = "higher"
     unit = "Pearson correlation, in [-1, 1]"
+    value_range = (-1.0, 1.0)
     description = (
         "Faithfulness correlation (Bhatt 2020): Pearson correlation between the attribution sum of random pixel "
         "subsets and the probability drop when they are removed, in [-1, 1]. Higher is better."
@@ -123,6 +124,7 @@ class SensitivityN(FieldFaithfulnessMetric):
     name = "sensitivity_n"
     direction = "higher"
     unit = "mean Pearson correlation over subset sizes, in [-1, 1]"
+    value_range = (-1.0, 1.0)
     description = (
         "Sensitivity-n (Ancona 2018): Pearson correlation between random subsets' attribution sums and the "
         "probability drop when they are removed, averaged over subset sizes, in [-1, 1]. Higher is better."

@@ -24,6 +24,7 @@ class CurveMetric(FaithfulnessMetric):
     step and the probabilities known without a forward pass.
     """
 
+    value_range = (0.0, 1.0)  # the area under a probability over a fraction in [0, 1]
     default_params: ClassVar[Mapping[str, Any]] = {"steps": 50}
     param_specs: ClassVar[Mapping[str, Param]] = {"steps": Param(int, low=1)}
 

@@ -39,6 +39,7 @@ class Infidelity(FieldFaithfulnessMetric):
     name = "infidelity"
     direction = "lower"
     unit = "squared probability, >= 0"
+    value_range = (0.0, math.inf)
     description = (
         "Infidelity (Yeh 2019): mean squared difference between the map's projection on Gaussian input "
         "perturbations and the resulting change of the target-class probability (map optimally scaled). "

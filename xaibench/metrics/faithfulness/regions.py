@@ -9,6 +9,7 @@ colour channels; the images are built on the model's device from one per-pixel r
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +82,7 @@ class RegionPerturbation(_Patchwise):
     name = "region_perturbation"
     direction = "higher"
     unit = "AOPC: mean probability drop, in [-1, 1]"
+    value_range = (-1.0, 1.0)
     description = (
         "Region perturbation (Samek 2017): area over the perturbation curve (mean drop of the target-class "
         "probability) when the most relevant patches are replaced one after another, in [-1, 1]. Higher is better."
@@ -132,6 +134,7 @@ class Selectivity(_Patchwise):
     name = "selectivity"
     direction = "lower"
     unit = "area under p(target) over the removed patches, in [0, 1]"
+    value_range = (0.0, 1.0)
     description = (
         "Selectivity (Montavon 2018): remove patches most-relevant-first; area under the target-class "
         "probability curve, in [0, 1]. Lower is better."
@@ -187,6 +190,7 @@ class IROF(FieldFaithfulnessMetric):
     name = "irof"
     direction = "higher"
     unit = "area over the relative probability curve, per segment"
+    value_range = (-math.inf, 1.0)  # 1 - the mean of p(x_k) / p(x) >= 0
     description = (
         "IROF (Rieger 2020): remove SLIC superpixels by mean attribution, highest first; area over the curve "
         "of p(x_k) / p(x), divided by the number of segments. Higher is better."

@@ -150,6 +150,7 @@ class RoadMetric(FaithfulnessMetric):
 
     direction = "higher"
     unit = "score in [0, 1]"
+    value_range = (0.0, 1.0)
     measure: ClassVar[Measure] = "faithfulness"
     perturbation: ClassVar[Perturbation] = "road"
     orders: ClassVar[tuple[Order, ...]] = ("ascending", "descending")

@@ -78,6 +78,7 @@ class PixelFlipping(_Stepwise):
     name = "pixel_flipping"
     direction = "lower"
     unit = "area under p(target) over the flipped fraction, in [0, 1]"
+    value_range = (0.0, 1.0)
     description = (
         "Pixel flipping (Bach 2015): replace pixels most-relevant-first by the baseline in steps; area under "
         "the target-class probability curve, in [0, 1]. Lower is better."
@@ -126,6 +127,7 @@ class FaithfulnessEstimate(_Stepwise):
     name = "faithfulness_estimate"
     direction = "higher"
     unit = "Pearson correlation, in [-1, 1]"
+    value_range = (-1.0, 1.0)
     description = (
         "Faithfulness estimate (Alvarez-Melis 2018): Pearson correlation between each pixel group's attribution "
         "sum and the probability drop when that group alone is removed, in [-1, 1]. Higher is better."
@@ -175,6 +177,7 @@ class Monotonicity(_Stepwise):
     name = "monotonicity"
     direction = "higher"
     unit = "1 if monotonic else 0"
+    value_range = (0.0, 1.0)
     order = "ascending"
     description = (
         "Monotonicity (Arya 2019): insert pixels into the baseline least-relevant-first; 1 when the target-class "
@@ -221,6 +224,7 @@ class MonotonicityCorrelation(_Stepwise):
     name = "monotonicity_correlation"
     direction = "higher"
     unit = "Spearman correlation, in [-1, 1]"
+    value_range = (-1.0, 1.0)
     description = (
         "Monotonicity correlation (Nguyen 2020): Spearman correlation between pixel groups' |attribution| sums "
         "and the variance of the target-class probability when the group is noised, in [-1, 1]. Higher is better."

@@ -35,6 +35,7 @@ class Sufficiency(FieldFaithfulnessMetric):
     version = "1.1.0"  # 1.1: no neighbour scores 0 (Quantus), not n/a
     direction = "higher"
     unit = "fraction of explanation neighbours with the same prediction, in [0, 1]"
+    value_range = (0.0, 1.0)
     description = (
         "Sufficiency (Dasgupta 2022): fraction of the batch's samples with a similar explanation (normalised "
         "standardised distance <= threshold) that get the same predicted class, in [0, 1]. Higher is better."

@@ -11,6 +11,7 @@ itself with the counter's batching and device rules and adds the images to its c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -85,6 +86,7 @@ class Completeness(Metric):
     licence = "Apache-2.0"
     version = "1.0.0"
     unit = "absolute logit difference"
+    value_range = (0.0, math.inf)
     default_params: ClassVar[Mapping[str, Any]] = {"baseline": "zero"}
     param_specs: ClassVar[Mapping[str, Param]] = {"baseline": Param(str, choices=BASELINES)}
     description = (
@@ -144,6 +146,7 @@ class NonSensitivity(Metric):
     licence = "Apache-2.0"
     version = "1.0.0"
     unit = "features (patches) violating non-sensitivity"
+    value_range = (0.0, math.inf)
     default_params: ClassVar[Mapping[str, Any]] = {"patch": 16, "eps": 1e-5, "delta": 1e-5, "baseline": "zero"}
     param_specs: ClassVar[Mapping[str, Param]] = {
         "patch": Param(int, low=1),
@@ -237,6 +240,7 @@ class InputInvariance(Metric):
     licence = "Apache-2.0"
     version = "1.0.0"
     unit = "relative L2 distance"
+    value_range = (0.0, math.inf)
     default_params: ClassVar[Mapping[str, Any]] = {"shift": -1.0}
     param_specs: ClassVar[Mapping[str, Param]] = {"shift": Param(float)}
     description = (

@@ -4,6 +4,7 @@ forward pass."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -50,6 +51,7 @@ class Complexity(Metric):
     licence = "Apache-2.0"
     version = "1.0.0"
     unit = "entropy in nats, in [0, ln(pixels)]"
+    value_range = (0.0, math.inf)
     description = "Complexity (Bhatt 2020): entropy of |E| / sum |E| over pixels, in nats; lower is better."
 
     def score(self, batch: MetricInput) -> MetricOutput:
@@ -72,6 +74,7 @@ class EffectiveComplexity(Metric):
     licence = "Apache-2.0"
     version = "1.0.0"
     unit = "pixels with |E| / max |E| > eps"
+    value_range = (0.0, math.inf)
     default_params: ClassVar[Mapping[str, Any]] = {"eps": 1e-5}
     param_specs: ClassVar[Mapping[str, Param]] = {"eps": Param(float, low=0.0)}
     description = (

@@ -20,6 +20,7 @@ class Sparseness(Metric):
     licence = "Apache-2.0"
     version = "1.0.0"
     unit = "Gini index in [0, 1]"
+    value_range = (0.0, 1.0)
     description = "Sparseness: Gini index of |E| over all pixels, in [0, 1]; higher is sparser."
 
     def score(self, batch: MetricInput) -> MetricOutput:

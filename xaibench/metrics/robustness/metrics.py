@@ -9,6 +9,7 @@ for every metric; the family is ranked within itself and stays out of the overal
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -33,6 +34,7 @@ class RobustnessMetric(Metric):
 
     family = "robustness"
     direction = "lower"
+    value_range = (0.0, math.inf)  # a norm over a norm (or a floor)
     ranking = True
     default = False
     needs = ("model",)

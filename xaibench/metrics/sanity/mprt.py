@@ -8,6 +8,7 @@ and the executors serve and rebuild it as they do for ``model_randomisation``.""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -104,6 +105,7 @@ class SmoothMPRT(_FullyRandomised):
     name = "smooth_mprt"
     direction = "lower"
     unit = "Spearman rank correlation in [-1, 1]"
+    value_range = (-1.0, 1.0)
     insensitive_flag = ("above", 0.5)
     default_params: ClassVar[Mapping[str, Any]] = {"blocks": 5, "n": 10, "noise": 0.1}
     param_specs: ClassVar[Mapping[str, Param]] = {
@@ -180,6 +182,7 @@ class EfficientMPRT(_FullyRandomised):
     name = "efficient_mprt"
     direction = "higher"
     unit = "entropy ratio (randomised / original)"
+    value_range = (0.0, math.inf)
     insensitive_flag = ("at_most", 1.0)
     default_params: ClassVar[Mapping[str, Any]] = {"blocks": 5, "bins": 100}
     param_specs: ClassVar[Mapping[str, Param]] = {"blocks": Param(int, low=1), "bins": Param(int, low=2)}

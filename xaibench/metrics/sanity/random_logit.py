@@ -51,6 +51,7 @@ class RandomLogit(Metric):
     licence = "Apache-2.0"
     version = "1.0.0"
     unit = "SSIM in [-1, 1]"
+    value_range = (-1.0, 1.0)
     insensitive_flag: ClassVar[tuple[str, float]] = ("above", 0.5)
     default_params: ClassVar[Mapping[str, Any]] = {"window": 7}
     param_specs: ClassVar[Mapping[str, Param]] = {"window": Param(int, low=3)}

@@ -48,6 +48,7 @@ class ModelRandomisation(Metric):
     licence = "Apache-2.0"
     version = "1.1.0"
     unit = "Spearman rank correlation in [-1, 1]"
+    value_range = (-1.0, 1.0)
     explanation_kinds = ("saliency", "concept")
     default_params: ClassVar[Mapping[str, Any]] = {"blocks": 5}
     param_specs: ClassVar[Mapping[str, Param]] = {"blocks": Param(int, low=1)}

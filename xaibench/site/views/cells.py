@@ -4,7 +4,8 @@ The verdicts come from the :class:`~xaibench.publish.board.Leaderboard`: row ``s
 ("too few samples (n = k)", "not ranked: <reason>"), ``label`` (the proxy label of perceptual
 values) and ``flags`` ("n/a 40 %"); ``families`` (which family is ranked on a track, and why
 not); ``summary`` (mean win rate, overall ranks); ``rules`` (the thresholds); the explainers'
-``flags`` ("insensitive to the model") and ``verification``. Every one is read with a default,
+``flags`` ("insensitive to the model"), ``verification`` (the board builder's own result) and
+``verification_claim`` (what a file's own block claims, never shown as verified). Every one is read with a default,
 so a board without them (an older leaderboard, one made by hand) still builds.
 """
 
@@ -16,7 +17,7 @@ from typing import TypedDict
 
 from xaibench.publish.board import Leaderboard
 from xaibench.publish.leaderboard import REFERENCE_STATUS, RULES, family_index
-from xaibench.publish.shapes import BoardRow, Verification
+from xaibench.publish.shapes import BoardRow
 from xaibench.site.submitted import Submitted
 
 
@@ -44,9 +45,13 @@ class FlagView(TypedDict):
 
 
 class VerificationView(TypedDict):
-    """``xaibench submission verify``'s outcome as text: a badge, its title, the page's line."""
+    """``xaibench submission verify``'s outcome as text: a badge, its title, the page's line.
+
+    ``passed``: the board builder's own result passed (never true for a file's own claim);
+    ``claimed``: this is only what the file says of itself (the board's ``verification_claim``)."""
 
     passed: bool
+    claimed: bool
     date: str
     text: str
     short: str
@@ -162,13 +167,47 @@ def all_flags(board: Leaderboard, key: str) -> list[FlagView]:
 
 
 def verification_view(board: Leaderboard, key: str, sub: Submitted | None) -> VerificationView | None:
-    """The submission's ``verification`` (from the board, else the file) as text for the page and the tables."""
+    """The explainer's verification on the board as text for the page and the tables.
+
+    Only the board's ``verification`` (the board builder's own result for this exact content,
+    :func:`xaibench.publish.board.build_board`'s ``verified``) shows as verified. A file's own
+    ``verification`` block is what the file says of itself: it shows as the board's
+    ``verification_claim`` ("claims verified (not checked here)"), never as verified
+    (``passed`` is ``False`` and ``claimed`` ``True``). ``sub`` is not read: the file's block is
+    never trusted."""
+    del sub  # the file's own block is shown only through the board's claim
     info = board.explainers.get(key)
-    given: Verification | None = info.get("verification") if isinstance(info, dict) and "verification" in info else None
-    if given is None and sub is not None:
-        given = sub.data.get("verification")
-    if not isinstance(given, dict) or not isinstance(given.get("passed"), bool):
+    if not isinstance(info, dict):
         return None
+    given = info.get("verification")
+    if isinstance(given, dict) and isinstance(given.get("passed"), bool):
+        date, counts, detail = _verification_parts(given)
+        passed = given["passed"]
+        return {
+            "passed": passed,
+            "claimed": False,
+            "date": date,
+            "text": f"verified {date} ({counts})" if passed else f"verification failed {date} ({counts})",
+            "short": "verified" if passed else "verification failed",
+            "detail": "re-run by xaibench submission verify " + detail,
+        }
+    claim = info.get("verification_claim")
+    if not isinstance(claim, str) or not claim:
+        return None
+    own = info.get("claimed_verification")
+    date, counts, detail = _verification_parts(own if isinstance(own, dict) else {})
+    return {
+        "passed": False,
+        "claimed": True,
+        "date": date,
+        "text": f"{claim}: the file says {date} ({counts})",
+        "short": claim,
+        "detail": "the file's own verification block, not re-run by whoever built this board: " + detail,
+    }
+
+
+def _verification_parts(given: Mapping[str, object]) -> tuple[str, str, str]:
+    """A verification record's date, record counts and details (time, tolerance, version) as text."""
     at = str(given.get("verified_at") or "")
     date = at[:10] if re.fullmatch(r"\d{4}-\d{2}-\d{2}", at[:10]) else (at or "date unknown")
     checked, matched = given.get("checked"), given.get("matched")
@@ -183,14 +222,7 @@ def verification_view(board: Leaderboard, key: str, sub: Submitted | None) -> Ve
         detail.append(f"tolerance {tolerance:g}")
     if given.get("xaibench"):
         detail.append(f"xaibench {given['xaibench']}")
-    passed = given["passed"]
-    return {
-        "passed": passed,
-        "date": date,
-        "text": f"verified {date} ({counts})" if passed else f"verification failed {date} ({counts})",
-        "short": "verified" if passed else "verification failed",
-        "detail": "re-run by xaibench submission verify " + ", ".join(detail),
-    }
+    return date, counts, ", ".join(detail)
 
 
 def cell(
