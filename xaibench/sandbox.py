@@ -1,22 +1,46 @@
-"""The worker sandbox (Linux Landlock): what a worker process may write, connect to and signal.
+"""The worker sandbox (Linux Landlock and seccomp): what a worker process may read, write,
+connect to and signal, and how much it may take.
 
 :func:`enter_sandbox` restricts the calling process, and everything it starts afterwards, for
-good. It uses the kernel's Landlock LSM through raw syscalls (``ctypes``, no dependency), and
-handles every access right the kernel's Landlock ABI offers:
+good. It uses the kernel's Landlock LSM and a seccomp filter through raw syscalls (``ctypes``, no
+dependency), and handles every access right the kernel's Landlock ABI offers:
 
-- **Files** (ABI 1-3, 5): read and execute everywhere; write, create, remove, rename, truncate
-  and device ioctls only beneath the paths given (a worker's scratch folder, ``/dev/null`` ...).
-  Files opened before the call (the worker's pipe to the runner) are not affected. Besides, the
-  process may read and write the files of its own threads (``/proc/<pid>/task``, see
-  :data:`OWN_THREADS`): CUDA names its helper threads there during ``cuInit``, which fails with
-  error 304 (``cudaErrorOperatingSystem``) without it.
+- **Files** (ABI 1-3, 5): read and execute everywhere except what is *hidden* (below); write,
+  create, remove, rename, truncate and device ioctls only beneath the paths given (a worker's
+  scratch folder, ``/dev/null`` ...). Files opened before the call (the worker's pipe to the
+  runner) are not affected. Besides, the process may read and write the files of its own threads
+  (``/proc/<pid>/task``, see :data:`OWN_THREADS`): CUDA names its helper threads there during
+  ``cuInit``, which fails with error 304 (``cudaErrorOperatingSystem``) without it.
+- **Hidden** (Landlock grants rights, it cannot take them away beneath a rule, so read rights are
+  given to everything *around* what is hidden: the folders above it may be listed, their other
+  entries read): every other process's ``/proc/<pid>`` (its ``environ``, ``cmdline``, ``status``
+  ...; only this process's own entry and the non-process files of ``/proc`` stay readable: a
+  process started later in the sandbox cannot read its own ``/proc/self``), and
+  the integrity keys (``.key``, :mod:`xaibench.integrity`) found by :func:`default_hidden`, with
+  what ``XAIBENCH_SANDBOX_HIDDEN`` names (:func:`hide`). A file created later directly in such a
+  listed folder is not readable in the sandbox; entries below its other subfolders are.
 - **TCP** (ABI 4): no ``bind`` or ``connect`` except to the ports given.
 - **Scopes** (ABI 6): no signal to a process outside the sandbox (the runner, the zygote, other
   workers) and no connection to an abstract unix socket created outside it.
+- **Other channels** (seccomp, :func:`seccomp_status`; Landlock has no rule for them): no socket
+  but TCP ones (no UDP, raw, packet or netlink socket, and no unix socket: ``socketpair`` stays,
+  and so do the sockets already open), so no ``connect`` to a unix socket anywhere, path-based
+  (Ray's raylet and plasma sockets) or abstract, inside the scratch folder too (seccomp cannot
+  read the address, Landlock up to ABI 7 has no rule for it: Python's ``multiprocessing``
+  managers, ``forkserver`` and fd sharing, torch's ``file_descriptor`` tensor sharing across
+  ``DataLoader`` workers, do not work in a worker); without TCP ports no ``connect`` or ``listen``
+  at all; no ``sendto`` to an address and no TCP Fast Open (a connect that Landlock does not
+  see); no ``io_uring`` (it would run all of these without the syscalls); no ``setrlimit``
+  (root could raise the limits below again). Where the kernel or the architecture has no seccomp filter, the rest still
+  applies and :attr:`Entered.seccomp` says why.
+- **Limits** (``setrlimit``, :func:`default_limits`, ``XAIBENCH_SANDBOX_LIMITS``): address space,
+  processes (and threads) and open files.
 
-Landlock restricts only the calling thread and the threads and processes it starts later, so
-:func:`enter_sandbox` refuses to run in a process that already has other threads.
+Landlock and seccomp restrict only the calling thread and the threads and processes it starts
+later, so :func:`enter_sandbox` refuses to run in a process that already has other threads.
 :func:`sandbox_status` says whether the kernel offers Landlock (``"landlock ABI 7"``) or why not.
+:func:`kill_descendants` kills what a sandboxed process started (it cannot read their ``/proc``
+entries any more); :func:`scope_signals` lets a process that is not sandboxed otherwise do so.
 """
 
 from __future__ import annotations
@@ -27,13 +51,24 @@ import errno
 import fcntl
 import os
 import platform
+import resource
+import signal
+import socket
 import stat
+import struct
 import sys
-from collections.abc import Iterable, Sequence
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 OFF_VARIABLE = "XAIBENCH_SANDBOX"  # "0": workers run without the sandbox (for debugging)
 WRITABLE_VARIABLE = "XAIBENCH_SANDBOX_WRITABLE"  # more folders workers may write, os.pathsep-separated
+HIDDEN_VARIABLE = "XAIBENCH_SANDBOX_HIDDEN"  # files and folders workers may not read, os.pathsep-separated
+LIMITS_VARIABLE = "XAIBENCH_SANDBOX_LIMITS"  # "address_space=32G,processes=1024,open_files=4096" ("off": none)
+KEY_NAME = ".key"  # an integrity key's file name (xaibench.integrity.KEY_NAME; this module imports no xaibench)
 
 # Syscall numbers: the same on x86-64 and aarch64 (and every other architecture since 5.13).
 SYS_CREATE_RULESET = 444
@@ -157,30 +192,493 @@ def _threads() -> int:
         return 1
 
 
-def _add_path(libc: ctypes.CDLL, ruleset: int, path: Path, rights: int) -> None:
+def _add_path(
+    libc: ctypes.CDLL, ruleset: int, path: Path | str, rights: int, *, pin: bool = False, required: bool = True
+) -> None:
+    """Grant ``rights`` beneath ``path``. Not ``required`` (a read rule of :func:`_read_rules`): a
+    path that cannot be opened or given a rule is skipped, which leaves it unreadable."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError as exc:
+        if not required:
+            return
         raise SandboxError(f"cannot open {path}: {exc.strerror}") from None
+    added = False
     try:
-        if not os.path.isdir(path):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FS_FILE_RIGHTS
         attr = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-        if libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0) < 0:
+        added = libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0) >= 0
+        if not added and required:
             raise SandboxError(f"cannot add a rule for {path}: {os.strerror(ctypes.get_errno())}")
     finally:
-        os.close(fd)
+        if pin and added:  # procfs gives a dropped and looked-up-again entry a new inode (see OWN_THREADS)
+            _PINNED.append(fd)
+        else:
+            os.close(fd)
 
 
-def enter_sandbox(writable: Sequence[Path | str], *, tcp_ports: Iterable[int] = ()) -> None:
-    """Restrict this process for good (see the module doc): read everywhere, write only beneath
-    ``writable`` (paths that do not exist are skipped), TCP only to or on ``tcp_ports``, no signal
-    or abstract unix socket outside the sandbox. :class:`SandboxError` when
-    Landlock is missing or a step fails (the process is then partly restricted at most: it should
-    exit rather than run plugin code)."""
+# --------------------------------------------------------------------------- what is hidden
+
+PROC = "/proc"
+KEY_DEPTH = 3  # how deep below a root default_hidden looks for integrity keys
+KEY_ENTRIES = 20000  # how many folder entries it reads at most per root
+WORKDIR_KEYS = ("results", "cache/explanations")  # the folders of a workdir with a key (xaibench.runner.run)
+
+
+def hide(*paths: Path | str) -> None:
+    """Add ``paths`` (files or folders) to ``XAIBENCH_SANDBOX_HIDDEN`` in this process's
+    environment: sandboxes entered afterwards, here or in processes started afterwards, cannot
+    read them (:func:`default_hidden`). For the runner's own folders (its workdir: the records'
+    and the explanation cache's keys), before it starts workers."""
+    have = [p for p in os.environ.get(HIDDEN_VARIABLE, "").split(os.pathsep) if p]
+    for path in paths:
+        text = os.path.abspath(os.fspath(path))
+        if text not in have:
+            have.append(text)
+    os.environ[HIDDEN_VARIABLE] = os.pathsep.join(have)
+
+
+def cache_root() -> Path:
+    """xaibench's cache folder: ``$XAIBENCH_CACHE``, else ``~/.cache/xaibench``."""
+    return Path(os.environ.get("XAIBENCH_CACHE") or Path.home() / ".cache" / "xaibench")
+
+
+def integrity_keys(roots: Iterable[Path | str], depth: int = KEY_DEPTH) -> list[str]:
+    """The integrity keys (files named ``.key``) in ``roots`` and their folders down to ``depth``
+    levels (breadth first, at most :data:`KEY_ENTRIES` entries read per root; symbolic links
+    not followed)."""
+    found: list[str] = []
+    for root in roots:
+        budget = KEY_ENTRIES
+        queue: deque[tuple[str, int]] = deque([(os.path.abspath(os.fspath(root)), 0)])
+        while queue and budget > 0:
+            folder, level = queue.popleft()
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        budget -= 1
+                        if budget < 0:
+                            break
+                        try:
+                            if entry.name == KEY_NAME and entry.is_file(follow_symlinks=False):
+                                found.append(entry.path)
+                            elif level < depth and entry.is_dir(follow_symlinks=False):
+                                queue.append((entry.path, level + 1))
+                        except OSError:
+                            continue
+            except OSError:
+                continue
+    return sorted(set(found))
+
+
+def default_hidden() -> list[str]:
+    """What a sandbox hides by default (besides other processes' ``/proc`` entries): what
+    ``XAIBENCH_SANDBOX_HIDDEN`` names (files or whole folders: :func:`hide`), and the integrity
+    keys (:func:`integrity_keys`) below the folders named there, the command line's default
+    workdir (``./.xaibench``) and the Python API's (``<cache>/runs``, :func:`cache_root`): the
+    keys of the records and the explanation cache, which only the runner reads (also those it
+    has not made yet: a run makes them at its first record, while workers run). The key of the
+    cache folder itself (``<cache>/.key``: cached plugin descriptions, trained weights) is not
+    hidden by default: sandboxed processes check the plugin descriptions they read with it."""
+    named = [p for p in os.environ.get(HIDDEN_VARIABLE, "").split(os.pathsep) if p]
+    workdirs = [p for p in (Path.cwd() / ".xaibench", cache_root() / "runs") if p.is_dir()]
+    expected = [str(w / folder / KEY_NAME) for w in workdirs for folder in WORKDIR_KEYS]  # made at a run's first record
+    return sorted({*named, *expected, *integrity_keys([*workdirs, *(p for p in named if os.path.isdir(p))])})
+
+
+def _read_rules(hidden: Iterable[Path | str], own: int) -> list[tuple[str, int]]:
+    """Landlock rules that grant reading everything but ``hidden`` and the ``/proc`` entries of
+    processes other than ``own``: the folders above something hidden may be listed (only), each
+    of their other entries read (symbolic links need no rule: what they point to is checked). A
+    hidden path that does not exist yet hides what will be made in its nearest folder that does."""
+    hide: set[str] = set()
+    above = {"/"}
+    if os.path.isdir(PROC):
+        above.add(PROC)
+    for given in hidden:
+        path, missing = os.path.abspath(os.fspath(given)), False
+        while not os.path.lexists(path):  # not there yet: its nearest folder that is gets listed only,
+            path, missing = os.path.dirname(path), True  # and whatever is made in it later is unreadable
+        path = os.path.realpath(path)
+        if path == "/":
+            continue
+        if missing:
+            if not os.path.isdir(path):
+                continue
+            above.add(path)
+        else:
+            hide.add(path)
+        parent = os.path.dirname(path)
+        while parent not in above:
+            above.add(parent)
+            parent = os.path.dirname(parent)
+    rules: list[tuple[str, int]] = []
+    mine = str(own)
+
+    def visit(folder: str) -> None:
+        rules.append((folder, FS_READ_DIR))
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:
+            return
+        for entry in entries:
+            path = entry.path
+            if path in hide or (folder == PROC and entry.name.isdigit() and entry.name != mine):
+                continue
+            try:
+                if entry.is_symlink():
+                    continue
+                below = path in above and entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if below:
+                visit(path)
+            else:
+                rules.append((path, FS_READ))
+
+    visit("/")
+    return rules
+
+
+# --------------------------------------------------------------------------- limits
+
+LIMIT_NAMES = {
+    "address_space": resource.RLIMIT_AS,
+    "processes": resource.RLIMIT_NPROC,
+    "open_files": resource.RLIMIT_NOFILE,
+}
+MIN_ADDRESS_SPACE = 16 << 30  # thread stacks and malloc arenas: 6 GB for 8 threads x 16 torch threads
+EXTRA_PROCESSES = 1024  # processes and threads a sandboxed process may add to its user's count now
+OPEN_FILES = 4096
+GPU_DEVICES = ("/dev/nvidiactl", "/dev/kfd")  # NVIDIA's and AMD's drivers
+
+
+def _memory() -> int:
+    """The machine's memory and swap, in bytes (0 where unknown)."""
+    total = 0
+    with contextlib.suppress(OSError, ValueError):
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo", encoding="ascii") as info:
+        for line in info:
+            if line.startswith("SwapTotal:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def _user_tasks(uid: int) -> int:
+    """How many processes and threads user ``uid`` runs now (what ``RLIMIT_NPROC`` counts)."""
+    count = 0
+    with contextlib.suppress(OSError), os.scandir(PROC) as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid != uid:
+                    continue
+                with open(f"{PROC}/{entry.name}/stat", "rb") as fh:
+                    count += int(fh.read().rsplit(b")", 1)[1].split()[17])
+            except (OSError, ValueError, IndexError):
+                continue
+    return count
+
+
+def _parse_size(name: str, text: str) -> int | None:
+    text = text.strip().lower()
+    if text in ("off", "none", "unlimited"):
+        return None
+    scale = 1
+    if name == "address_space" and text and text[-1] in "kmgt":
+        scale = 1024 ** ("kmgt".index(text[-1]) + 1)
+        text = text[:-1]
+    try:
+        value = int(float(text) * scale)
+    except ValueError:
+        raise SandboxError(f"{LIMITS_VARIABLE}: {name}={text!r} is not a number") from None
+    if value <= 0:
+        raise SandboxError(f"{LIMITS_VARIABLE}: {name} must be positive (or off)")
+    return value
+
+
+def default_limits() -> dict[str, int | None]:
+    """The limits of a sandboxed process, ``None`` for none: ``address_space`` the machine's
+    memory and swap (at least 16 GiB; none where an NVIDIA or AMD GPU driver is present: its
+    runtime reserves more address space than the machine has memory), ``processes`` 1024 more
+    processes and threads than its user runs now (``RLIMIT_NPROC`` counts per user; the kernel
+    does not apply it to root), ``open_files`` 4096. ``XAIBENCH_SANDBOX_LIMITS`` changes them
+    (``address_space=32G,processes=256,open_files=off``; ``off`` alone: none)."""
+    gpu = any(os.path.exists(p) for p in GPU_DEVICES)
+    limits: dict[str, int | None] = {
+        "address_space": None if gpu else max(_memory(), MIN_ADDRESS_SPACE),
+        "processes": EXTRA_PROCESSES,
+        "open_files": OPEN_FILES,
+    }
+    given = os.environ.get(LIMITS_VARIABLE, "").strip()
+    if given.lower() in ("off", "none", "0"):
+        return dict.fromkeys(limits)
+    for item in filter(None, (part.strip() for part in given.split(","))):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in LIMIT_NAMES:
+            raise SandboxError(
+                f"{LIMITS_VARIABLE}: {item!r}: expected NAME=VALUE, NAME one of {', '.join(LIMIT_NAMES)}"
+            )
+        limits[name] = _parse_size(name, value)
+    return limits
+
+
+def _apply_limits(limits: Mapping[str, int | None]) -> dict[str, str]:
+    """Set ``limits`` (soft and hard: the seccomp filter refuses raising them again, root's
+    ``CAP_SYS_RESOURCE`` notwithstanding); what was set, by name, as text."""
+    applied: dict[str, str] = {}
+    for name, value in limits.items():
+        which = LIMIT_NAMES[name]
+        _, hard = resource.getrlimit(which)
+        if value is None:
+            applied[name] = "unlimited" if hard == resource.RLIM_INFINITY else f"{hard} (as inherited)"
+            continue
+        if name == "processes":
+            uid = os.getuid()
+            root = uid == 0 and _init_user_namespace()
+            value += 0 if root else _user_tasks(uid)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        try:
+            resource.setrlimit(which, (value, value))
+        except PermissionError:  # in a sandbox already: its seccomp filter keeps the limits it set
+            applied[name] = "unlimited" if hard == resource.RLIM_INFINITY else f"{hard} (inherited)"
+            continue
+        except (OSError, ValueError) as exc:
+            raise SandboxError(f"cannot limit {name} to {value}: {exc}") from None
+        applied[name] = str(value)
+        if name == "processes" and os.getuid() == 0:
+            applied[name] += " (not applied to root by the kernel)"
+    return applied
+
+
+def _init_user_namespace() -> bool:
+    try:
+        with open(f"{PROC}/self/uid_map", encoding="ascii") as fh:
+            return fh.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return True
+
+
+# --------------------------------------------------------------------------- seccomp
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+MSG_FASTOPEN = 0x20000000
+X32_SYSCALL_BIT = 0x40000000
+# (audit architecture, syscall numbers) of the architectures the filter knows
+SECCOMP_ARCHES: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (
+        0xC000003E,
+        {
+            "socket": 41,
+            "connect": 42,
+            "sendto": 44,
+            "sendmsg": 46,
+            "listen": 50,
+            "setrlimit": 160,
+            "prlimit64": 302,
+            "sendmmsg": 307,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "socket": 198,
+            "listen": 201,
+            "connect": 203,
+            "sendto": 206,
+            "sendmsg": 211,
+            "setrlimit": 164,
+            "prlimit64": 261,
+            "sendmmsg": 269,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+        },
+    ),
+}
+
+
+def _machine() -> str:
+    machine = platform.machine()
+    return "aarch64" if machine == "arm64" else machine
+
+
+def seccomp_status() -> str:
+    """``"seccomp"`` where :func:`enter_sandbox` can close the channels Landlock leaves open,
+    else ``"unavailable: <reason>"``."""
+    if not sys.platform.startswith("linux"):
+        return f"unavailable: seccomp is Linux only (this is {sys.platform})"
+    if (machine := _machine()) not in SECCOMP_ARCHES:
+        return f"unavailable: no syscall table for {machine}"
+    try:
+        with open(f"{PROC}/self/status", encoding="ascii") as fh:
+            if not any(line.startswith("Seccomp:") for line in fh):
+                return "unavailable: kernel without seccomp"
+    except OSError:
+        pass
+    return "seccomp"
+
+
+def _seccomp_program(machine: str, tcp: bool, deny: int = errno.EACCES) -> bytes:
+    """The classic BPF filter (see the module doc); ``tcp``: TCP ports are allowed (TCP sockets,
+    ``connect`` and ``listen``, which Landlock checks)."""
+    arch, nr = SECCOMP_ARCHES[machine]
+    ld, jeq, jge, jset, and_, ret = 0x20, 0x15, 0x35, 0x45, 0x54, 0x06  # BPF_LD|W|ABS, BPF_JMP|..|K, ...
+    code: list[tuple[int, Any, Any, int]] = []  # (op, jump if true, jump if false, k); jumps: labels or 0
+    labels: dict[str, int] = {}
+
+    def op(o: int, k: int, jt: Any = 0, jf: Any = 0) -> None:
+        code.append((o, jt, jf, k))
+
+    def label(name: str) -> None:
+        labels[name] = len(code)
+
+    def arg(i: int, high: bool = False) -> int:
+        return 16 + 8 * i + (4 if high else 0)  # little-endian halves of seccomp_data.args[i]
+
+    op(ld, 4)  # arch
+    op(jeq, arch, 0, "kill")
+    op(ld, 0)  # syscall number
+    if machine == "x86_64":
+        op(jge, X32_SYSCALL_BIT, "kill", 0)
+    op(jeq, nr["socket"], "socket", 0)
+    op(jeq, nr["sendto"], "sendto", 0)
+    op(jeq, nr["sendmsg"], "sendmsg", 0)
+    op(jeq, nr["sendmmsg"], "sendmmsg", 0)
+    op(jeq, nr["prlimit64"], "prlimit", 0)
+    denied = ["setrlimit", "io_uring_setup", "io_uring_enter", "io_uring_register"]
+    if not tcp:
+        denied += ["connect", "listen"]
+    for name in denied:
+        op(jeq, nr[name], "deny", 0)
+    op(ret, SECCOMP_RET_ALLOW)
+    label("socket")  # TCP sockets only (Landlock checks their bind and connect); without TCP
+    op(ld, arg(0))  # ports, listen (which would bind an ephemeral port) is refused above
+    op(jeq, socket.AF_INET, "inet", 0)
+    op(jeq, socket.AF_INET6, "inet", "deny")
+    label("inet")
+    op(ld, arg(1))
+    op(and_, 0xF)  # SOCK_TYPE_MASK: without SOCK_NONBLOCK and SOCK_CLOEXEC
+    op(jeq, socket.SOCK_STREAM, 0, "deny")
+    op(ld, arg(2))
+    op(jeq, 0, "allow", 0)
+    op(jeq, socket.IPPROTO_TCP, "allow", "deny")
+    label("sendto")  # sendto(fd, buf, len, flags, dest_addr, addrlen)
+    op(ld, arg(3))
+    op(jset, MSG_FASTOPEN, "deny", 0)
+    op(ld, arg(4))
+    op(jeq, 0, 0, "deny")
+    op(ld, arg(4, high=True))
+    op(jeq, 0, "allow", "deny")
+    label("sendmsg")  # sendmsg(fd, msg, flags)
+    op(ld, arg(2))
+    op(jset, MSG_FASTOPEN, "deny", "allow")
+    label("sendmmsg")  # sendmmsg(fd, msgvec, vlen, flags)
+    op(ld, arg(3))
+    op(jset, MSG_FASTOPEN, "deny", "allow")
+    label("prlimit")  # prlimit64(pid, resource, new_limit, old_limit): reading stays
+    op(ld, arg(2))
+    op(jeq, 0, 0, "deny")
+    op(ld, arg(2, high=True))
+    op(jeq, 0, "allow", "deny")
+    label("allow")
+    op(ret, SECCOMP_RET_ALLOW)
+    label("deny")
+    op(ret, SECCOMP_RET_ERRNO | deny)
+    label("kill")
+    op(ret, SECCOMP_RET_KILL_PROCESS)
+
+    out = bytearray()
+    for index, (o, jt, jf, k) in enumerate(code):
+        offsets = []
+        for target in (jt, jf):
+            offset = 0 if target == 0 else labels[target] - index - 1
+            if not 0 <= offset <= 255:
+                raise SandboxError(f"seccomp filter: jump of {offset}")
+            offsets.append(offset)
+        out += struct.pack("=HBBI", o, offsets[0], offsets[1], k & 0xFFFFFFFF)
+    return bytes(out)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+def _install_seccomp(libc: ctypes.CDLL, tcp: bool) -> str:
+    """Load the seccomp filter (no_new_privs is set); ``"on"``, else ``"unavailable: <why>"``."""
+    status = seccomp_status()
+    if status != "seccomp":
+        return status
+    program = _seccomp_program(_machine(), tcp)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len=len(program) // 8, filter=ctypes.cast(buffer, ctypes.c_void_p).value)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        code = ctypes.get_errno()
+        why = {errno.EINVAL: "kernel without seccomp filters"}.get(code, os.strerror(code))
+        return f"unavailable: {why}"
+    return "on"
+
+
+# --------------------------------------------------------------------------- entering
+
+
+@dataclass(frozen=True)
+class Entered:
+    """What :func:`enter_sandbox` applied: the Landlock ABI, the seccomp filter (``"on"`` or
+    ``"unavailable: <why>"``), the limits (by name, as text) and the paths hidden."""
+
+    abi: int
+    seccomp: str
+    limits: dict[str, str] = field(default_factory=dict)
+    hidden: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """One line: ``landlock ABI 7, seccomp on, address_space 25G ...``."""
+        limits = ", ".join(f"{k} {v}" for k, v in self.limits.items())
+        return f"landlock ABI {self.abi}, seccomp {self.seccomp}, {limits}, {len(self.hidden)} paths hidden"
+
+
+ENTERED: Entered | None = None  # what this process's enter_sandbox applied (inherited by forks)
+_SCOPED: dict[str, int] = {}  # {"pid": the process that entered a domain with signal scoping}
+
+
+def enter_sandbox(
+    writable: Sequence[Path | str],
+    *,
+    tcp_ports: Iterable[int] = (),
+    hidden: Iterable[Path | str] | None = None,
+    limits: Mapping[str, int | None] | None = None,
+) -> Entered:
+    """Restrict this process for good (see the module doc): read everywhere but ``hidden``
+    (:func:`default_hidden` when ``None``) and other processes' ``/proc`` entries, write only
+    beneath ``writable`` (paths that do not exist are skipped; a hidden path beneath one is
+    readable), TCP only to or on ``tcp_ports``, no signal or abstract unix socket outside the
+    sandbox, no other socket, under ``limits`` (:func:`default_limits` when ``None``).
+    :class:`SandboxError` when Landlock is missing or a step fails (the process is then partly
+    restricted at most: it should exit rather than run plugin code). Returns what was applied
+    (also in :data:`ENTERED`)."""
+    global ENTERED
     abi = landlock_abi()
     if (count := _threads()) > 1:
         raise SandboxError(f"{count} threads already run (Landlock restricts only the calling thread)")
+    tcp_ports = sorted(set(tcp_ports))
+    hide = sorted({os.path.abspath(os.fspath(p)) for p in (default_hidden() if hidden is None else hidden)})
+    if limits is not None and (unknown := set(limits) - set(LIMIT_NAMES)):
+        raise SandboxError(f"unknown limits {sorted(unknown)}: expected {', '.join(LIMIT_NAMES)}")
+    applied = _apply_limits(default_limits() if limits is None else {**dict.fromkeys(LIMIT_NAMES), **limits})
     libc = _libc()
     fs, net, scoped = handled_rights(abi)
     attr = _RulesetAttr(handled_access_fs=fs, handled_access_net=net, scoped=scoped)
@@ -189,14 +687,14 @@ def enter_sandbox(writable: Sequence[Path | str], *, tcp_ports: Iterable[int] = 
     if ruleset < 0:
         raise SandboxError(f"cannot create a Landlock ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        _add_path(libc, ruleset, Path("/"), FS_READ)
+        for path, rights in _read_rules(hide, os.getpid()):
+            _add_path(libc, ruleset, path, rights, pin=path.startswith(PROC + "/"), required=False)
         if os.path.isdir(OWN_THREADS):
-            _PINNED.append(os.open(OWN_THREADS, os.O_PATH | os.O_CLOEXEC))
-            _add_path(libc, ruleset, Path(OWN_THREADS), FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE)
+            _add_path(libc, ruleset, OWN_THREADS, FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE, pin=True)
         for path in writable:
             if os.path.exists(path):
                 _add_path(libc, ruleset, Path(path), fs)
-        for port in sorted(set(tcp_ports)) if net else ():
+        for port in tcp_ports if net else ():
             rule = _NetPortAttr(allowed_access=net, port=int(port))
             if libc.syscall(SYS_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), 0) < 0:
                 raise SandboxError(f"cannot allow TCP port {port}: {os.strerror(ctypes.get_errno())}")
@@ -206,6 +704,78 @@ def enter_sandbox(writable: Sequence[Path | str], *, tcp_ports: Iterable[int] = 
             raise SandboxError(f"cannot enter the Landlock domain: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(ruleset)
+    _SCOPED.clear()
+    if scoped & SCOPE_SIGNAL and _signals_scoped():
+        _SCOPED["pid"] = os.getpid()
+    seccomp = _install_seccomp(libc, tcp=bool(tcp_ports))
+    ENTERED = Entered(abi=abi, seccomp=seccomp, limits=applied, hidden=tuple(hide))
+    return ENTERED
+
+
+def _signals_scoped() -> bool:
+    """Whether signals to the process that started this one are refused now (Landlock's signal
+    scope is in force: :func:`kill_descendants` may rely on it)."""
+    parent = os.getppid()
+    if parent <= 1:
+        return False
+    try:
+        os.kill(parent, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def scope_signals() -> bool:
+    """Confine the signals of this process, and of what it starts, to itself and what it starts
+    (a Landlock domain with the signal scope alone: nothing else is restricted), so that
+    :func:`kill_descendants` can be used in a process that must not be sandboxed otherwise (the
+    plugin probe, which kills what its plugin left behind). ``False`` where Landlock has no scopes
+    (ABI < 6) or the process has other threads."""
+    try:
+        abi = landlock_abi()
+    except SandboxError:
+        return False
+    if abi < 6 or _threads() > 1:
+        return False
+    libc = _libc()
+    attr = _RulesetAttr(handled_access_fs=0, handled_access_net=0, scoped=SCOPE_SIGNAL)
+    ruleset = libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(24), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return False
+    try:
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) < 0:
+            return False
+    finally:
+        os.close(ruleset)
+    _SCOPED.clear()
+    if _signals_scoped():
+        _SCOPED["pid"] = os.getpid()
+    return bool(_SCOPED)
+
+
+def kill_descendants(timeout: float = 5.0) -> bool:
+    """SIGKILL every process that this sandboxed process started, directly or not (daemons that
+    called ``setsid`` included), and reap those that are, or became (a subreaper), its children.
+    It uses ``kill(-1, SIGKILL)``, which Landlock's signal scope confines to this process's own
+    domain, so only in the process that entered the sandbox (or :func:`scope_signals`) with that
+    scope in force; elsewhere it does nothing and returns ``False`` (find them in ``/proc`` then).
+    ``True`` when done."""
+    if _SCOPED.get("pid") != os.getpid() or not _signals_scoped():
+        return False
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return True  # no child left (orphans of a subreaper included)
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.001)
 
 
 def sandbox_enabled() -> bool:
@@ -231,10 +801,12 @@ def worker_writable(scratch: Path) -> list[Path]:
 
 
 def silence_inherited_files(keep: Iterable[int] = ()) -> list[int]:
-    """Point every inherited descriptor above 2 that is a regular file or folder open for writing
-    at ``/dev/null`` (Landlock does not restrict descriptors opened before the sandbox: a file the
-    runner had open could be written through). Pipes, sockets and devices stay; ``keep`` too.
-    Returns the descriptors changed."""
+    """Point every inherited descriptor above 2 that is a regular file or folder open for
+    writing, or a socket that is not a connected unix socket (a network socket of the runner, a
+    listening or unconnected one), at ``/dev/null`` (Landlock does not restrict descriptors opened
+    before the sandbox: a file the runner had open could be written through, a socket used). Pipes,
+    connected unix sockets (socketpairs) and devices stay; ``keep`` too. Returns the descriptors
+    changed."""
     changed: list[int] = []
     try:
         fds = [int(name) for name in os.listdir("/proc/self/fd")]
@@ -251,9 +823,26 @@ def silence_inherited_files(keep: Iterable[int] = ()) -> list[int]:
                 flags = fcntl.fcntl(fd, fcntl.F_GETFL)
             except OSError:
                 continue
-            if (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and flags & os.O_ACCMODE != os.O_RDONLY:
-                os.dup2(null, fd, inheritable=not flags & os.O_CLOEXEC)
+            writable = (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and flags & os.O_ACCMODE != os.O_RDONLY
+            if writable or (stat.S_ISSOCK(mode) and not _connected_unix(fd)):
+                os.dup2(null, fd, inheritable=not fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC)
                 changed.append(fd)
     finally:
         os.close(null)
     return changed
+
+
+def _connected_unix(fd: int) -> bool:
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return False
+    try:
+        if sock.family != socket.AF_UNIX:
+            return False
+        sock.getpeername()  # OSError (ENOTCONN) when not connected
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.detach()

@@ -3,12 +3,15 @@ subprocess, cached, and held in the runner as stand-in classes with none of the 
 
 The runner never imports a third-party plugin (issue 25). For each distribution with entry
 points in the group ``xaibench``, :func:`describe` runs ``python -m xaibench.plugins.probe``: a
-fresh process that enters the worker sandbox (:mod:`xaibench.sandbox`) before anything else, imports that
-distribution's plugins alone, registers them in a registry of its own and writes, as JSON, every
-component they registered with its class attributes as data (name, version, family, direction,
-parameters, ...; a suite's tracks and status), and one line per plugin that failed. A plugin that
-exits, raises, loops or kills its process at import takes only its own probe down: the runner
-reports it in one line and goes on. The probes of several distributions run at once.
+fresh process, a subreaper that runs no plugin code, whose child enters the worker sandbox
+(:mod:`xaibench.sandbox`) before anything else, imports that distribution's plugins alone,
+registers them in a registry of its own and writes, as JSON, every component they registered with
+its class attributes as data (name, version, family, direction, parameters, ...; a suite's tracks
+and status), and one line per plugin that failed. A plugin that exits, raises, loops or kills its
+process at import takes only its own probe down: the runner reports it in one line and goes on;
+one that starts a daemon at import does not hold the runner's pipe (only the probe does, which
+kills what its child left behind once the description is in). The probes of several
+distributions run at once.
 
 A description is cached under ``<cache>/plugins/`` (``$XAIBENCH_CACHE``, else
 ``~/.cache/xaibench``), keyed by a :func:`fingerprint` of the distribution (name, version, entry
@@ -49,12 +52,14 @@ from xaibench.errors import XaibenchError
 from xaibench.params import Param
 from xaibench.version import __version__
 
-FORMAT = 3  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too
+FORMAT = 4  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too;
+# 4: a metric's value_range
 TIMEOUT_VARIABLE = "XAIBENCH_PLUGIN_TIMEOUT"  # seconds a distribution's probe may take (default 120)
 DEFAULT_TIMEOUT = 120.0
 MAX_DESCRIPTION_BYTES = 8 << 20
 PATH_VARIABLE = "XAIBENCH_PROBE_PATH"  # the runner's sys.path, as JSON, for the probe
 SCRATCH_VARIABLE = "XAIBENCH_PROBE_SCRATCH"  # the probe's scratch folder, made and removed here
+TERM_SECONDS = 5.0  # how long a probe told to end (SIGTERM) has to kill what is below it and exit
 
 # The class attributes a stand-in carries, by kind (those of ``xaibench.api``'s base classes that
 # the runner reads; all of them are data).
@@ -62,7 +67,9 @@ COMMON = ("name", "version", "description", "licence", "needs")
 PARAMETRISED = ("default_params", "param_specs", "component_kind")
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "explainer": COMMON + PARAMETRISED + ("kind", "reference_only", "tuned_on_benchmark"),
-    "metric": COMMON + PARAMETRISED + ("family", "direction", "ranking", "default", "unit", "explanation_kinds"),
+    "metric": COMMON
+    + PARAMETRISED
+    + ("family", "direction", "ranking", "default", "unit", "explanation_kinds", "value_range"),
     "suite": COMMON,
     "dataset": (*COMMON, "synthetic", "source"),
     "model": (*COMMON, "synthetic"),
@@ -490,6 +497,14 @@ def _start(command: list[str], writer: int, env: dict[str, str]) -> subprocess.P
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
+    """End a probe: ``SIGTERM`` first (the probe, a subreaper that runs no plugin code, kills
+    and reaps every process below it, daemons that left its process group included, and exits),
+    then ``SIGKILL`` to its process group when it has not ended within :data:`TERM_SECONDS`."""
+    if process.poll() is None:
+        with contextlib.suppress(OSError):
+            process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=TERM_SECONDS)
     if process.poll() is None:
         try:
             os.killpg(process.pid, signal.SIGKILL)

@@ -46,6 +46,7 @@ from xaibench.api import (
     Metric,
     Model,
     Suite,
+    value_range_problem,
 )
 from xaibench.errors import RegistrationError, UnknownComponentError, XaibenchError
 from xaibench.plugins import catalogue, hookspecs
@@ -463,6 +464,9 @@ def _check_metric(cls: type[Metric], plugin: str) -> None:
         raise RegistrationError(f"{plugin}: metric {cls.name!r} has family {cls.family!r}; use one of {FAMILIES}")
     if cls.direction not in ("higher", "lower"):
         raise RegistrationError(f"{plugin}: metric {cls.name!r} must declare direction 'higher' or 'lower'")
+    problem = value_range_problem(getattr(cls, "value_range", None))
+    if problem is not None:
+        raise RegistrationError(f"{plugin}: metric {cls.name!r}: {problem}")
 
 
 def _metadata_entry_point(point: catalogue.EntryPoint) -> metadata.EntryPoint:

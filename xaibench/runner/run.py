@@ -15,6 +15,7 @@ import platform
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -50,6 +51,7 @@ from xaibench.runner.records import (
 from xaibench.runner.store import RecordStore, WorkdirLock, track_journal
 from xaibench.runner.track import TrackContext, load_track
 from xaibench.runner.workers import make_executor
+from xaibench.sandbox import WORKDIR_KEYS, hide
 from xaibench.stats import INTERVAL_RULE, summarise
 from xaibench.suites.metric_selection import check_selectors, resolve_metrics, track_has_masks
 from xaibench.version import __version__
@@ -226,6 +228,8 @@ class Runner:
 
     def __init__(self, config: RunConfig, registry: Registry) -> None:
         prepare_process(config.threads)  # before the workers start: they inherit it
+        # the workdir's integrity keys (records, explanation cache) unreadable in every sandbox
+        hide(*(Path(config.workdir) / folder / ".key" for folder in WORKDIR_KEYS))
         # Worker processes first: they fork from a process that has run no torch work and not
         # initialised CUDA yet (see runner/workers.py); closed by close() (the `with` block's end).
         self.executor: Executor = make_executor(

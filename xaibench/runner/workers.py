@@ -100,6 +100,7 @@ from xaibench.sandbox import (
     OFF_VARIABLE,
     SandboxError,
     enter_sandbox,
+    kill_descendants,
     sandbox_enabled,
     sandbox_status,
     silence_inherited_files,
@@ -351,6 +352,8 @@ def kill_orphans(workers: Collection[int], rounds: int = 100) -> None:
     """SIGKILL and reap every child of this process that is not one of ``workers``: the zygote is
     a subreaper, so these are processes that workers started and left behind. Repeated, since an
     orphan's own children become ours when it dies."""
+    if not workers and kill_descendants():  # a sandboxed process cannot read its children's /proc
+        return
     for _ in range(rounds):
         orphans = [pid for pid in _children() if pid not in workers]
         if not orphans:
