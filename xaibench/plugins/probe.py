@@ -41,6 +41,7 @@ from typing import Any
 
 from xaibench.sandbox import (
     SandboxError,
+    child_pids,
     enter_sandbox,
     kill_descendants,
     sandbox_enabled,
@@ -62,21 +63,6 @@ def _prctl(option: int, value: int) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
-def _children() -> list[int]:
-    """This process's children (zombies included), from ``/proc`` (the probe is not sandboxed)."""
-    me, found = os.getpid(), []
-    with contextlib.suppress(OSError), os.scandir("/proc") as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                try:
-                    with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                        if int(fh.read().rsplit(b")", 1)[1].split()[1]) == me:
-                            found.append(int(entry.name))
-                except (OSError, ValueError, IndexError):
-                    continue
-    return found
-
-
 def kill_below() -> None:
     """SIGKILL and reap every process below this one: its children, and, as it is their
     subreaper, what they leave behind when they die (again and again, until none is left). With
@@ -85,7 +71,7 @@ def kill_below() -> None:
     if kill_descendants():
         return
     for _ in range(KILL_ROUNDS):
-        children = _children()
+        children = child_pids()
         if not children:
             break
         for pid in children:

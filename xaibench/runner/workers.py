@@ -99,6 +99,7 @@ from xaibench.runner.wire import MAX_REPLY_BYTES, Refused
 from xaibench.sandbox import (
     OFF_VARIABLE,
     SandboxError,
+    child_pids,
     enter_sandbox,
     kill_descendants,
     sandbox_enabled,
@@ -332,22 +333,6 @@ def _end_workers(children: dict[int, Any], scratches: dict[int, str]) -> None:
     scratches.clear()
 
 
-def _children() -> list[int]:
-    """The processes whose parent is this one (zombies included), from ``/proc``."""
-    me, found = os.getpid(), []
-    with contextlib.suppress(OSError), os.scandir("/proc") as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                try:
-                    with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                        stat = fh.read()
-                except OSError:
-                    continue
-                if int(stat.rsplit(b")", 1)[1].split()[1]) == me:
-                    found.append(int(entry.name))
-    return found
-
-
 def kill_orphans(workers: Collection[int], rounds: int = 100) -> None:
     """SIGKILL and reap every child of this process that is not one of ``workers``: the zygote is
     a subreaper, so these are processes that workers started and left behind. Repeated, since an
@@ -355,7 +340,7 @@ def kill_orphans(workers: Collection[int], rounds: int = 100) -> None:
     if not workers and kill_descendants():  # a sandboxed process cannot read its children's /proc
         return
     for _ in range(rounds):
-        orphans = [pid for pid in _children() if pid not in workers]
+        orphans = [pid for pid in child_pids() if pid not in workers]
         if not orphans:
             return
         for pid in orphans:
