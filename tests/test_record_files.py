@@ -38,6 +38,7 @@ def test_every_committed_submission_is_a_valid_submission_of_the_record(path: Pa
     assert validate_file(path) == [], path
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["suite"] == RECORD_SUITE and data["seed"] == 0
+    assert "executor" not in data["environment"], "the record holds sandboxed runs only (never --executor inprocess)"
     assert data["run"].get("limit") is None, "the record uses every sample"
     assert "@" not in path.stem, "the record holds default parameters only"
     assert set(data["tracks"]) <= TRACKS

@@ -270,3 +270,22 @@ def test_in_process_explanations_are_cached_apart_from_sandboxed_ones(
     inprocess = dataclasses.replace(handle, executor=InProcessExecutor(registry))
     assert explain_track(track, inprocess, cache=cache, seed=0, executor=inprocess.executor).cached == 2
     assert explain_track(track, gradient, cache=cache, seed=0).cached == 2
+
+
+def test_an_in_process_submission_says_so_and_verify_refuses_it(tmp_path: Path) -> None:
+    """The trusted in-process path's output is marked in its submission and never verified (issue 42)."""
+    import json
+
+    import xaibench
+    from xaibench.errors import XaibenchError
+    from xaibench.plugins.manager import get_registry
+    from xaibench.publish.verify import verify_submission
+
+    xaibench.run(
+        "gradient", suite="default", tracks="shapes", metrics="iou", limit=2, executor="inprocess",
+        output_path=tmp_path, site=False, progress=False,
+    )  # fmt: skip
+    path = tmp_path / "submissions" / "gradient.json"
+    assert json.loads(path.read_text(encoding="utf-8"))["environment"]["executor"] == "inprocess"
+    with pytest.raises(XaibenchError, match="computed with --executor inprocess"):
+        verify_submission(path, get_registry(), samples=1, seed=0)

@@ -117,7 +117,11 @@ def build_submission(
             "notes": str(earlier.get("notes", "") or ""),
         },
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "environment": {k: recorded[k] for k in ENVIRONMENT_FIELDS if k in recorded},
+        "environment": {
+            **{k: recorded[k] for k in ENVIRONMENT_FIELDS if k in recorded},
+            # said only of trusted in-process runs: verify and the record refuse them (issue 42)
+            **({"executor": "inprocess"} if recorded.get("executor") == "inprocess" else {}),
+        },
         "run": cast(
             SubmittedRun, {k: recorded[k] for k in ("started", "limit", "torch_threads", "batch_size") if k in recorded}
         ),

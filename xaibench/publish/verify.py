@@ -450,6 +450,11 @@ def verify_submission(
     run_seed = _field(path, data, "seed", int, 0)
     suite = _field(path, data, "suite", str, "default")
     environment = _object(data.get("environment"))
+    if environment.get("executor") == "inprocess":
+        raise XaibenchError(
+            f"{path}: computed with --executor inprocess (plugin code in the runner's own process, unsandboxed): "
+            "verify accepts sandboxed runs only; run it again with --executor local or ray"
+        )
     threads = environment.get("torch_threads", _object(data.get("run")).get("torch_threads", 1))
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise XaibenchError(f"{path}: environment.torch_threads is {threads!r}; cannot re-run it")
