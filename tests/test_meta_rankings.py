@@ -81,7 +81,7 @@ def _entries(track: str, metric: str, family: str, direction: str, table: dict[s
             family=family,
             direction=direction,
             ranking=True,
-            value=float(np.mean(v)),
+            value=float(np.mean([x for x in v if x is not None])) if any(x is not None for x in v) else None,
             ci_low=None,
             ci_high=None,
             n=len(v),
@@ -90,6 +90,18 @@ def _entries(track: str, metric: str, family: str, direction: str, table: dict[s
         )
         for name, v in table.items()
     ]
+
+
+def test_an_explainer_with_no_value_on_a_metric_is_left_out_of_its_stability() -> None:
+    """The record: attention rollout is n/a on every CNN sample; left in, no sample would be
+    paired across the explainers and the card would say "too few paired samples (n = 0)"."""
+    rng = np.random.default_rng(3)
+    values: dict[str, list[float | None]] = {
+        name: list(base + 0.01 * rng.random(12)) for name, base in (("a", 0.9), ("b", 0.5), ("c", 0.1))
+    }
+    values["rollout"] = [None] * 12
+    card = assess(_entries("t", "iou", "alignment", "higher", values), seed=0)["t"].cards["iou"]
+    assert card.stability.explainers == 3 and card.stability.n == 12 and card.stability.p05_tau == 1.0
 
 
 def test_assess_orients_directions_leaves_out_reference_explainers_and_writes_tidy_files(tmp_path: Path) -> None:

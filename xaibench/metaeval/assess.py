@@ -105,7 +105,10 @@ def assess(
     left_out = set(reference)
     by_track: dict[str, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
     for e in entries:
-        if e.explainer not in left_out and e.samples is not None:
+        # an explainer with no value on a (track, metric) cannot apply there (attention rollout on a
+        # CNN): it is left out, else no sample would be paired across the explainers that do
+        applies = e.samples is not None and any(v is not None for v in e.samples.values())
+        if e.explainer not in left_out and applies:
             by_track[e.track][e.metric].append(e)
     out: dict[str, TrackMeta] = {}
     for track in sorted(by_track):
