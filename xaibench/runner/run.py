@@ -11,6 +11,7 @@ itself writes only the work folder. See docs/architecture.md for the diagram.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import platform
 import sys
 from collections.abc import Iterable, Sequence
@@ -51,7 +52,7 @@ from xaibench.runner.records import (
 from xaibench.runner.store import RecordStore, WorkdirLock, track_journal
 from xaibench.runner.track import TrackContext, load_track
 from xaibench.runner.workers import make_executor
-from xaibench.sandbox import WORKDIR_KEYS, hide
+from xaibench.sandbox import HIDDEN_VARIABLE, WORKDIR_KEYS, hide
 from xaibench.stats import INTERVAL_RULE, summarise
 from xaibench.suites.metric_selection import check_selectors, resolve_metrics, track_has_masks
 from xaibench.version import __version__
@@ -229,6 +230,8 @@ class Runner:
     def __init__(self, config: RunConfig, registry: Registry) -> None:
         prepare_process(config.threads)  # before the workers start: they inherit it
         # the workdir's integrity keys (records, explanation cache) unreadable in every sandbox
+        # started while this runner lives (the variable is restored by close())
+        self._hidden_before = os.environ.get(HIDDEN_VARIABLE)
         hide(*(Path(config.workdir) / folder / ".key" for folder in WORKDIR_KEYS))
         # Worker processes first: they fork from a process that has run no torch work and not
         # initialised CUDA yet (see runner/workers.py); closed by close() (the `with` block's end).
@@ -281,6 +284,11 @@ class Runner:
         workers = getattr(self, "metric_workers", None)
         if workers is not None:
             workers.close()
+        if hasattr(self, "_hidden_before"):  # the process environment as it was (hide() extended it)
+            if self._hidden_before is None:
+                os.environ.pop(HIDDEN_VARIABLE, None)
+            else:
+                os.environ[HIDDEN_VARIABLE] = self._hidden_before
 
     def load(self, spec: TrackSpec) -> TrackContext:
         """Load the track ``spec`` ahead of :meth:`run` (which then uses it rather than loading it
