@@ -304,13 +304,15 @@ def _explain(track: Any, name: str, executor: Any, batch_size: int = 2) -> Any:
     )
 
 
-def _records(workdir: Path) -> dict[str, tuple[Any, ...]]:
-    """Every record's numbers by key (wall times left out)."""
-    out: dict[str, tuple[Any, ...]] = {}
+def _records(workdir: Path) -> dict[tuple[str, str, str], tuple[Any, ...]]:
+    """Every record's numbers by (explainer, metric, sample) (wall times left out; not by key: an
+    in-process run's keys differ on purpose, so that a sandboxed run never reuses its records)."""
+    out: dict[tuple[str, str, str], tuple[Any, ...]] = {}
     for path in sorted((workdir / "results").glob("*.jsonl")):
         for line in path.read_text().splitlines():
             r = json.loads(line)
-            out[r["key"]] = (r["value"], r["na_reason"], r.get("curve"), r.get("extras"), r["target"])
+            key = (r["explainer"]["name"], r["metric"], r["sample_id"])
+            out[key] = (r["value"], r["na_reason"], r.get("curve"), r.get("extras"), r["target"])
     return out
 
 

@@ -33,6 +33,7 @@ class Shifted(Explainer):
     version = "1.0.0"
     licence = "test"
     needs = ("ground_truth",)
+    reference_only = True  # it reads the answer: only a declared reference is given it (issue 42)
     default_params: ClassVar[dict[str, Any]] = {"shift": 8}
     param_specs: ClassVar[dict[str, Param]] = {"shift": Param(int, low=-64, high=64)}
 
