@@ -31,6 +31,7 @@ class Parity(Explainer):
     version = "1.0.0"
     licence = "test"
     needs = ("ground_truth",)
+    reference_only = True  # it reads the answer: only a declared reference is given it (issue 42)
     default_params: ClassVar[dict[str, Any]] = {"which": "even"}
     param_specs: ClassVar[dict[str, Param]] = {"which": Param(str, choices=("even", "odd"))}
 
