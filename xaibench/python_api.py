@@ -804,7 +804,7 @@ def _consistency(
     if which == "none" or results.submissions_dir is None:
         return {}
     registry = get_registry()
-    kept, _ = resolve_duplicates(read_submissions(results.submissions_dir))
+    kept = resolve_duplicates(read_submissions(results.submissions_dir))
     explainers = {
         s.key: (str(s.data["explainer"]["name"]), dict(s.data["explainer"].get("params") or {}))
         for s in kept

@@ -49,7 +49,7 @@ def meta_of_submissions(
     sensitivity by (track, metric) (:mod:`xaibench.metaeval.protocol`); ``created``: the time
     ``meta.json`` names (default now; the record passes a fixed one, for byte-identical rebuilds)."""
     loaded = read_submissions(folder)
-    kept, _ = resolve_duplicates(loaded)
+    kept = resolve_duplicates(loaded)
     reference = {s.key for s in kept if bool(s.data.get("explainer", {}).get("reference_only"))}
     wanted = None if tracks is None else set(tracks)
     entries = [e for e in entries_from_submissions(kept) if wanted is None or e.track in wanted]

@@ -153,7 +153,7 @@ def build_board(
     builder's own verification results by :func:`content_digest` (a file's own ``verification``
     block is only a claim: see the module doc)."""
     loaded = tuple(Submission.of(s) for s in submissions)
-    subs, superseded = resolve_duplicates(loaded)
+    subs = resolve_duplicates(loaded)
     board = Leaderboard(rows=[], submissions=loaded)
     gate = gate or Gate()
     if gate.note is not None:
@@ -199,12 +199,6 @@ def build_board(
             **_verification(data, verified or {}),
             "flags": {t: flags[sub.key].get(t, []) for t in sorted(data["tracks"])},
         }
-    for s in superseded:
-        earlier, later = Path(s["file"]).stem, Path(s["by"]).stem
-        if earlier in board.explainers:
-            board.explainers[earlier].setdefault("superseded", []).append({"track": s["track"], "by": s["by"]})
-        board.explainers[later].setdefault("supersedes", []).append({"track": s["track"], "file": s["file"]})
-        board.notes.append(f"{s['file']} on track {s['track']} is superseded by the later {s['by']}")
     for key, label in explainer_labels({k: v["explainer"] for k, v in board.explainers.items()}).items():
         board.explainers[key]["label"] = label
     board.summary = win_rates(board.rows)

@@ -48,7 +48,6 @@ from xaibench.publish.shapes import (
     JsonValue,
     Rules,
     SubmissionData,
-    Superseded,
     WinRates,
 )
 from xaibench.publish.submission_files import Submission, metric_values, per_sample
@@ -689,14 +688,14 @@ def _count(x: object) -> int:
     return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else 0
 
 
-def resolve_duplicates(submissions: Sequence[Submission]) -> tuple[list[Submission], list[Superseded]]:
+def resolve_duplicates(submissions: Sequence[Submission]) -> list[Submission]:
     """The submissions, checked to be one per explainer name and parameters, with names that do
     not look alike (:func:`xaibench.publish.identity.check_submissions`): two files for one
     explainer and parameters are an error naming both, whatever their ``created`` dates (a
     file's date is its own claim: a later one no longer supersedes an earlier one). Returns the
-    submissions unchanged and no superseded track (the pair keeps the callers' shape)."""
+    submissions unchanged."""
     check_submissions(submissions)
-    return list(submissions), []
+    return list(submissions)
 
 
 # ----------------------------------------------------------------------------- display labels
