@@ -52,7 +52,7 @@ def test_default_is_the_photos_faithfulness_ranking_metrics_plus_alignment_when_
 def test_all_family_and_ids(registry: Registry) -> None:
     track = TrackSpec(name="t", dataset="shapes", model="shapes-cnn")
     every = _names(resolve_metrics(registry, track, ["all"]))
-    assert len(every) == 55 and not any(n.startswith("quantus_") for n in every)  # default = False stays out
+    assert len(every) == 59 and not any(n.startswith("quantus_") for n in every)  # default = False stays out
     native = _names(resolve_metrics(registry, track, ["native"]))
     assert set(every) <= set(native)  # no installed plugin adds a default metric here
     assert {"irof", "continuity", "complexity", "efficient_mprt"} <= set(native) - set(every)
@@ -77,7 +77,10 @@ def test_track_params_win_over_the_defaults_and_wanted_wins_over_the_track(regis
     ("selector", "message"),
     [
         ("iuo", "unknown metric 'iuo'; did you mean 'iou', 'irof'?"),
-        ("family:alignmnt", "'family:alignmnt': no such metric family; families: alignment, faithfulness, other, "),
+        (
+            "family:alignmnt",
+            "'family:alignmnt': no such metric family; families: alignment, faithfulness, ground_truth, other, ",
+        ),
         ("family:", "'family:': no such metric family"),
         ("", "metric selector '': expected a metric id, family:NAME, all, native or default"),
     ],

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from xaibench.api import TrackSpec
+from xaibench.datasets.mechanisms import KINDS as MECHANISM_KINDS
+from xaibench.datasets.mechanisms import MechanismsDataset
 from xaibench.errors import XaibenchError
 from xaibench.record import missing_work, record_paths
 from xaibench.results import records
@@ -56,11 +58,24 @@ def test_the_official_suite_declares_every_track_and_pins_each_dataset() -> None
         "voc2012-seg",
         "oxford-pets",
         "coco",
+        *(f"mechanism-{kind}" for kind in MECHANISM_KINDS),
     ]
     assert set(REVISIONS) == set(names)
-    synthetic = [t.spec for t in RECORD_TRACKS if t.spec.synthetic]
+    synthetic = [t.spec for t in RECORD_TRACKS if t.spec.synthetic and t.spec.dataset != "mechanisms"]
     assert {s.name for s in synthetic} == {"shapes", "shapes-shortcut", "shapes-cbm", "shapes-vit"}
     assert all(s.dataset_params["n"] >= 256 and REVISIONS[s.name].samples >= 256 for s in synthetic)
+    # the mechanism tracks (DESIGN 11): pinned to what the generator makes here, ranked on the known answer
+    for spec in (t.spec for t in RECORD_TRACKS if t.spec.dataset == "mechanisms"):
+        made = MechanismsDataset(**spec.dataset_params)
+        assert (
+            (REVISIONS[spec.name].revision, REVISIONS[spec.name].samples)
+            == (made.revision, 64)
+            == (
+                made.revision,
+                len(made),
+            )
+        )
+        assert spec.metrics is not None and spec.metrics[0] == "family:ground_truth" and spec.synthetic
     suite = RecordSuite()
     assert suite.name == RECORD_SUITE == "record-v1"
     assert suite.revisions()["shapes"] == (REVISIONS["shapes"].revision, 256)
@@ -86,7 +101,9 @@ def test_the_shipped_synthetic_datasets_are_the_pinned_ones() -> None:
     for row in RECORD_TRACKS:
         if row.spec.synthetic:
             dataset = registry.create("dataset", row.spec.dataset, **row.spec.dataset_params)
-            assert (dataset.revision, len(dataset)) == (REVISIONS[row.spec.name].revision, 256), row.spec.name
+            pinned = REVISIONS[row.spec.name]
+            assert (dataset.revision, len(dataset)) == (pinned.revision, pinned.samples), row.spec.name
+            assert pinned.samples == (64 if row.spec.dataset == "mechanisms" else 256)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data (the real datasets of the record)")

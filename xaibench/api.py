@@ -17,14 +17,15 @@ import numpy as np
 from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
-Family = Literal["alignment", "faithfulness", "robustness", "perceptual", "other", "sanity"]
+Family = Literal["alignment", "faithfulness", "ground_truth", "robustness", "perceptual", "other", "sanity"]
 ExplanationKind = Literal["saliency", "concept"]
 
 FAMILIES: tuple[Family, ...] = get_args(Family)
 """Every metric family, in display order (the one list; DESIGN 6)."""
-RANKED_FAMILIES: tuple[Family, ...] = ("alignment", "faithfulness", "perceptual")
-"""The families whose mean rank enters the overall rank."""
-FAMILY_RANKED: tuple[Family, ...] = ("alignment", "faithfulness", "robustness", "perceptual")
+RANKED_FAMILIES: tuple[Family, ...] = ("alignment", "faithfulness", "ground_truth", "perceptual")
+"""The families whose mean rank enters the overall rank (on a track scored against a known answer,
+the ``ground_truth`` family alone: DESIGN 11)."""
+FAMILY_RANKED: tuple[Family, ...] = ("alignment", "faithfulness", "ground_truth", "robustness", "perceptual")
 """The families ranked within themselves (a ``rank:<family>`` row), in display order: those of
 :data:`RANKED_FAMILIES` and ``robustness`` (DESIGN 3b), which stays out of the overall rank."""
 
@@ -41,12 +42,20 @@ class GroundTruth:
     ``mask``: binary evidence mask (bool, H x W). ``levels``: multi-level map in
     [0, 1] (float32, H x W), e.g. human attention. ``boxes``: ``(N, 4)`` pixel
     boxes ``x0, y0, x1, y1`` (exclusive end). Any subset may be present.
+
+    A known answer (DESIGN 11, the mechanism tracks): ``regions`` labels each pixel with its
+    region (int, H x W; ``k >= 1`` is region ``k``, 0 belongs to no region) and
+    ``contributions`` holds region ``k``'s exact, signed contribution to the explained class's
+    logit at index ``k - 1`` (float, relative to the explainers' baseline, the normalised zero;
+    logit units). ``mask`` is then the region A* the model's decision depends on. Both or neither.
     """
 
     mask: np.ndarray | None = None
     levels: np.ndarray | None = None
     boxes: np.ndarray | None = None
     notes: tuple[str, ...] = ()
+    regions: np.ndarray | None = None
+    contributions: np.ndarray | None = None
 
     def binary(self) -> np.ndarray | None:
         """The binary mask A used by the binary metrics (DESIGN 2): the mask, else
@@ -334,6 +343,9 @@ class Metric(Parametrised):
     default: ClassVar[bool] = True
     unit: ClassVar[str] = ""
     value_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
+    scores_constant_maps: ClassVar[bool] = False
+    """Whether a constant map is scored (DESIGN 11: the ``ground_truth`` family gives it the worst
+    value) rather than n/a with the explanation's "constant map" reason, as every other metric."""
     explanation_kinds: ClassVar[tuple[ExplanationKind, ...]] = ("saliency",)
     component_kind: ClassVar[str] = "metric"
 

@@ -1132,6 +1132,20 @@ def meta_(
             extra = [] if not protocol else [_fixed(p.min_tau), str(p.cherry_pick)] if measured else ["", ""]
             table.add_row(*cells, n_for, *extra, mc)
     console.print(table)
+    if result.known_answer:  # DESIGN 11: which proxy agrees with the known answer, per mechanism track
+        known = Table("track", "proxy metric", "tau", "95 % interval", "verdict", "explainers", "samples")
+        for k in result.known_answer:
+            interval = "" if k.reason else f"[{_fixed(k.low)}, {_fixed(k.high)}]"
+            known.add_row(
+                k.track,
+                k.metric,
+                _fixed(k.tau),
+                interval,
+                k.reason or k.verdict,
+                str(len(k.explainers)),
+                str(k.samples),
+            )
+        console.print(known)
     console.print(f"wrote {result.json_path} and {result.csv_path}")
 
 

@@ -426,10 +426,12 @@ def check_saliency(value: Any, size: tuple[int, int]) -> tuple[np.ndarray | None
     if not np.isfinite(arr).all():
         return None, "explainer returned NaN or inf"
     if is_constant(arr):
-        return None, "explainer returned a constant map"
+        return None, CONSTANT_MAP
     return arr, None
 
 
+CONSTANT_MAP = "explainer returned a constant map"
+"""The n/a reason of a constant map; a metric with ``scores_constant_maps`` scores it instead."""
 CONSTANT_RTOL = 1e-6
 """A map whose range is at most this fraction of its largest magnitude is constant (the alignment
 normaliser's rule): resizing a constant map leaves float noise of about 1e-7 that must not turn

@@ -475,12 +475,14 @@ RUN_CONFIG_OPTIONS = (
 @dataclass
 class MetaResults:
     """What :func:`meta` returns: the cards by track (:class:`xaibench.metaeval.assess.TrackMeta`),
-    the files written, and the run it assessed (``None`` when it read existing submissions)."""
+    the files written, the run it assessed (``None`` when it read existing submissions), and the
+    known-answer tests of the mechanism tracks (:class:`xaibench.metaeval.known_answer.KnownAnswer`)."""
 
     tracks: dict[str, Any]
     json_path: Path
     csv_path: Path
     run: RunResults | None = None
+    known_answer: list[Any] = field(default_factory=list)
 
 
 def meta(
@@ -514,8 +516,9 @@ def meta(
     if suite is None and submissions is not None:
         folder = Path(submissions)
         target = Path(out) if out is not None else folder.parent / "meta"
-        result = meta_of_submissions(folder, target, seed=seed, tracks=_names(tracks, "tracks") or None)
-        return MetaResults(result.tracks, result.json_path, result.csv_path)
+        wanted = _names(tracks, "tracks") or None
+        result = meta_of_submissions(folder, target, seed=seed, tracks=wanted)
+        return MetaResults(result.tracks, result.json_path, result.csv_path, known_answer=result.known_answer)
     if consistency not in CONSISTENCY_CHOICES:
         raise XaibenchError(f"meta: consistency must be one of {', '.join(CONSISTENCY_CHOICES)}, not {consistency!r}")
     if output_path is None and submissions is None:
@@ -559,7 +562,7 @@ def meta(
         )
         results.published, results.leaderboard_files = published, published.files
         results.site_dir = published.site_dir
-    return MetaResults(result.tracks, result.json_path, result.csv_path, results)
+    return MetaResults(result.tracks, result.json_path, result.csv_path, results, result.known_answer)
 
 
 def _ladder(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from xaibench.api import Dataset
 from xaibench.datasets.folder import FolderDataset
 from xaibench.datasets.hf import HFDataset
+from xaibench.datasets.mechanisms import MechanismsDataset
 from xaibench.datasets.photos import PhotosDataset
 from xaibench.datasets.real.coco import CocoDataset
 from xaibench.datasets.real.human_attention import HumanAttentionDataset
@@ -17,6 +18,7 @@ from xaibench.datasets.shapes import ShapesDataset, ShapesShortcutDataset
 DATASETS: list[type[Dataset]] = [
     ShapesDataset,
     ShapesShortcutDataset,
+    MechanismsDataset,
     PhotosDataset,
     FolderDataset,
     HFDataset,

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xaibench.api import Explainer, Model
+from xaibench.api import Explainer, GroundTruth, Model
 from xaibench.imaging import resize_bilinear
 from xaibench.kit import Param, sample_rngs
 
@@ -77,6 +77,9 @@ class SobelExplainer(Explainer):
 class OracleExplainer(Explainer):
     """Returns the track's ground truth (multi-level map, else mask): an upper bound.
 
+    Where the ground truth is a known answer with exact per-region contributions (a mechanism
+    track, DESIGN 11), the map is the exact attribution instead (:func:`exact_attribution`): the
+    reference that scores at the optimum of every ``ground_truth`` metric.
     Flagged "reference, not a method"; samples without ground truth raise and get n/a.
     """
 
@@ -93,9 +96,31 @@ class OracleExplainer(Explainer):
         size = tuple(inputs.shape[-2:])
         maps = []
         for sample in context.samples:
-            truth = sample.ground_truth.multilevel() if sample.ground_truth is not None else None
+            gt = sample.ground_truth
+            truth = None if gt is None else (exact_attribution(gt) if gt.contributions is not None else gt.multilevel())
             if truth is None:
                 raise ValueError(f"sample {sample.id!r} has no ground truth")
             # Plain bilinear (no antialiasing), as recorded in the golden values; see docs/metrics.md.
             maps.append(resize_bilinear(truth, size, antialias=False))
         return np.stack(maps)
+
+
+def exact_attribution(truth: GroundTruth) -> np.ndarray:
+    """The exact, signed attribution map of a known answer (DESIGN 11), at the ground truth's size:
+    region ``k``'s contribution (logit units) spread evenly over its pixels inside A* (the mask),
+    or over the whole region where it has none there; 0 outside every region. Summed per region it
+    gives the contributions back, and nothing lies outside A* but zero-contribution regions."""
+    if truth.regions is None or truth.contributions is None:
+        raise ValueError("an exact attribution needs the ground truth's regions and contributions")
+    regions = np.asarray(truth.regions, dtype=np.int64)
+    contributions = np.asarray(truth.contributions, dtype=np.float64)
+    inside = np.ones(regions.shape, dtype=bool) if truth.mask is None else np.asarray(truth.mask, dtype=bool)
+    k = len(contributions)
+    labelled = (regions >= 1) & (regions <= k)
+    in_mask = np.bincount(regions[labelled & inside], minlength=k + 1)[1:]
+    spread = labelled & np.where(in_mask[np.clip(regions, 1, k) - 1] > 0, inside, True)
+    counts = np.bincount(regions[spread], minlength=k + 1)[1:]
+    per_pixel = np.divide(contributions, counts, out=np.zeros(k), where=counts > 0)
+    out = np.zeros(regions.shape, dtype=np.float32)
+    out[spread] = per_pixel[regions[spread] - 1]
+    return out

@@ -10,6 +10,13 @@ tidy, one row per (track, metric, test, figure): columns :data:`CSV_FIELDS`; ``v
 ``ci_low`` and ``ci_high`` are empty where a figure has none (``n_for_tau_0.9`` is empty when no
 size below n reaches 0.9: "> n"; the ``protocol`` figures when the metric documents no
 settings). Both are written atomically.
+
+On a mechanism track (DESIGN 11) the track's block also holds ``known_answer``: ``{metric:
+{"test": "known-answer", "direction", "tau", "ci_low", "ci_high", "verdict", "explainers": [...],
+"samples", "ground_truth": [...], "reason"}}``, one per proxy faithfulness metric
+(:mod:`xaibench.metaeval.known_answer`); ``meta.csv`` gives each as three rows of test
+``known-answer``: figure ``tau`` (with its interval), ``explainers`` and ``samples`` (counts), the
+``verdict`` column holding ``agrees``, ``disagrees``, ``undecided`` or ``untested``.
 """
 
 from __future__ import annotations
@@ -17,12 +24,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from xaibench.files import write_csv_atomic, write_json_atomic
 from xaibench.metaeval.assess import Card, TrackMeta
+from xaibench.metaeval.known_answer import KnownAnswer
 from xaibench.publish.gate import META_SCHEMA
 from xaibench.version import __version__
 
@@ -100,6 +109,29 @@ def _ceiling_json(ceiling: Any) -> dict[str, Any]:
     }
 
 
+def _by_track(known: Sequence[KnownAnswer]) -> dict[str, list[KnownAnswer]]:
+    out: dict[str, list[KnownAnswer]] = defaultdict(list)
+    for k in sorted(known, key=lambda k: (k.track, k.metric)):
+        out[k.track].append(k)
+    return out
+
+
+def known_answer_json(known: KnownAnswer) -> dict[str, Any]:
+    """One (track, proxy metric)'s known-answer test as ``meta.json`` holds it (see the module doc)."""
+    return {
+        "test": "known-answer",
+        "direction": known.direction,
+        "tau": _number(known.tau),
+        "ci_low": _number(known.low),
+        "ci_high": _number(known.high),
+        "verdict": known.verdict,
+        "explainers": list(known.explainers),
+        "samples": known.samples,
+        "ground_truth": list(known.truth),
+        "reason": known.reason,
+    }
+
+
 def meta_json(
     tracks: Mapping[str, TrackMeta],
     *,
@@ -107,9 +139,12 @@ def meta_json(
     submissions: Mapping[str, str],
     records: Mapping[str, str],
     created: str | None = None,
+    known_answer: Sequence[KnownAnswer] = (),
 ) -> dict[str, Any]:
     """``meta.json``'s content (see the module doc); ``created`` defaults to now (UTC, seconds):
-    the record passes its submissions' latest, so that a rebuild writes the same bytes."""
+    the record passes its submissions' latest, so that a rebuild writes the same bytes.
+    ``known_answer``: the known-answer tests, each in its track's block (a track of ``tracks``)."""
+    known = _by_track(known_answer)
     return {
         "schema": SCHEMA,
         "seed": seed,
@@ -123,19 +158,36 @@ def meta_json(
                     "across": _number(meta.across),
                 },
                 "metrics": {name: card_json(card) for name, card in meta.cards.items()},
+                **({"known_answer": {k.metric: known_answer_json(k) for k in known[track]}} if track in known else {}),
             }
             for track, meta in tracks.items()
         },
     }
 
 
-def csv_rows(tracks: Mapping[str, TrackMeta]) -> Iterator[dict[str, Any]]:
-    """The rows of ``meta.csv`` (see the module doc)."""
+def csv_rows(tracks: Mapping[str, TrackMeta], known_answer: Sequence[KnownAnswer] = ()) -> Iterator[dict[str, Any]]:
+    """The rows of ``meta.csv`` (see the module doc): each track's cards, then its known-answer tests."""
+    known = _by_track(known_answer)
     for track, meta in tracks.items():
         for name, card in meta.cards.items():
             for test, figure, value, low, high in _figures(card):
                 cells = {"value": _number(value), "ci_low": _number(low), "ci_high": _number(high)}
                 yield {"track": track, "metric": name, "test": test, "figure": figure, **cells, "verdict": card.verdict}
+        for k in known.get(track, []):
+            for figure, value, low, high in (
+                ("tau", k.tau, k.low, k.high),
+                ("explainers", len(k.explainers), None, None),
+                ("samples", k.samples, None, None),
+            ):
+                cells = {"value": _number(value), "ci_low": _number(low), "ci_high": _number(high)}
+                yield {
+                    "track": track,
+                    "metric": k.metric,
+                    "test": "known-answer",
+                    "figure": figure,
+                    **cells,
+                    "verdict": k.verdict,
+                }
 
 
 def _figures(card: Card) -> Iterator[tuple[str, str, Any, Any, Any]]:
@@ -177,12 +229,16 @@ def write_meta(
     submissions: Mapping[str, str],
     records: Mapping[str, str] | None = None,
     created: str | None = None,
+    known_answer: Sequence[KnownAnswer] = (),
 ) -> tuple[Path, Path]:
     """Write ``meta.json`` and ``meta.csv`` into ``folder`` (atomically); returns their paths.
-    ``created``: the time it names (default now)."""
+    ``created``: the time it names (default now); ``known_answer``: the known-answer tests
+    (:mod:`xaibench.metaeval.known_answer`) of the mechanism tracks."""
     folder.mkdir(parents=True, exist_ok=True)
     json_path, csv_path = folder / JSON_NAME, folder / CSV_NAME
-    content = meta_json(tracks, seed=seed, submissions=submissions, records=records or {}, created=created)
+    content = meta_json(
+        tracks, seed=seed, submissions=submissions, records=records or {}, created=created, known_answer=known_answer
+    )
     write_json_atomic(json_path, content)
-    write_csv_atomic(csv_path, CSV_FIELDS, csv_rows(tracks))
+    write_csv_atomic(csv_path, CSV_FIELDS, csv_rows(tracks, known_answer))
     return json_path, csv_path

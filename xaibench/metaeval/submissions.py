@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from xaibench.metaeval.assess import TrackMeta, Validity, assess
 from xaibench.metaeval.ceiling import Ceiling, fractions
 from xaibench.metaeval.consistency import MetaConsistency
 from xaibench.metaeval.files import digests, write_meta
+from xaibench.metaeval.known_answer import KnownAnswer, known_answer
 from xaibench.metaeval.protocol import Protocol
 from xaibench.publish.leaderboard import entries_from_submissions, resolve_duplicates
 from xaibench.publish.submission import read_submissions
@@ -22,6 +23,8 @@ class MetaResult:
     tracks: dict[str, TrackMeta]
     json_path: Path
     csv_path: Path
+    known_answer: list[KnownAnswer] = field(default_factory=list)
+    """The known-answer tests of the mechanism tracks (DESIGN 11): reported, never a gate."""
 
 
 def meta_of_submissions(
@@ -69,6 +72,7 @@ def meta_of_submissions(
         card = result[track].cards.get(metric) if track in result else None
         if card is not None:
             card.protocol = sensitivity
+    known = known_answer(entries, seed=seed, reference=reference)
     json_path, csv_path = write_meta(
         out,
         result,
@@ -76,5 +80,6 @@ def meta_of_submissions(
         submissions=digests(s.path for s in loaded),
         records=digests(records),
         created=created,
+        known_answer=known,
     )
-    return MetaResult(result, json_path, csv_path)
+    return MetaResult(result, json_path, csv_path, known)

@@ -1,5 +1,6 @@
-"""Built-in metrics (alignment, faithfulness, the other axes and sanity), registered through the same
-hook a third-party plugin implements. The perceptual family registers from ``xaibench.pasta``.
+"""Built-in metrics (alignment, faithfulness, ground truth, the other axes and sanity), registered
+through the same hook a third-party plugin implements. The perceptual family registers from
+``xaibench.pasta``.
 
 Metric kinds with variants (alignment's binary scores and errors, ROAD) list their variants in
 their own module's table; this module only puts the families in order."""
@@ -12,6 +13,7 @@ from xaibench.metrics.faithfulness.average_drop import AverageDrop
 from xaibench.metrics.faithfulness.curves import Deletion, Insertion
 from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
 from xaibench.metrics.faithfulness.road import ROAD_METRICS
+from xaibench.metrics.ground_truth.metrics import GROUND_TRUTH_METRICS
 from xaibench.metrics.other.axiomatic import InputInvariance
 from xaibench.metrics.other.field import FIELD_OTHER_METRICS
 from xaibench.metrics.other.sparseness import Sparseness
@@ -30,6 +32,8 @@ METRICS: list[type[Metric]] = [
     *ROAD_METRICS,
     AverageDrop,
     *FIELD_FAITHFULNESS_METRICS,
+    # faithfulness with a known answer (DESIGN 11): mass inside A*, pointing, rank correlation, sign agreement
+    *GROUND_TRUTH_METRICS,
     # robustness (DESIGN 3b)
     *ROBUSTNESS_METRICS,
     # other axes (not ranked)

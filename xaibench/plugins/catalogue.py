@@ -52,8 +52,8 @@ from xaibench.errors import XaibenchError
 from xaibench.params import Param
 from xaibench.version import __version__
 
-FORMAT = 4  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too;
-# 4: a metric's value_range
+FORMAT = 5  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too;
+# 4: a metric's value_range; 5: a metric's scores_constant_maps
 TIMEOUT_VARIABLE = "XAIBENCH_PLUGIN_TIMEOUT"  # seconds a distribution's probe may take (default 120)
 DEFAULT_TIMEOUT = 120.0
 MAX_DESCRIPTION_BYTES = 8 << 20
@@ -69,7 +69,7 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "explainer": COMMON + PARAMETRISED + ("kind", "reference_only", "tuned_on_benchmark"),
     "metric": COMMON
     + PARAMETRISED
-    + ("family", "direction", "ranking", "default", "unit", "explanation_kinds", "value_range"),
+    + ("family", "direction", "ranking", "default", "unit", "explanation_kinds", "value_range", "scores_constant_maps"),
     "suite": COMMON,
     "dataset": (*COMMON, "synthetic", "source"),
     "model": (*COMMON, "synthetic"),

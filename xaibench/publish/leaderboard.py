@@ -437,6 +437,24 @@ def na_flag(n: int, n_na: int, rules: Rules = RULES) -> str | None:
     return f"n/a {round(100 * n_na / total)} %"
 
 
+KNOWN_ANSWER_FAMILY = "ground_truth"
+"""The family that scores maps against an answer built into the model (DESIGN 11)."""
+KNOWN_ANSWER_REASON = (
+    "diagnosis: this track's model decides by a mechanism built in, so the {family} family, a proxy, is "
+    "reported beside the known answer (the ground_truth family), which alone makes the overall rank"
+)
+
+
+def known_answer_diagnosis(entries: Sequence[Entry]) -> dict[str, str]:
+    """family -> why it is a diagnosis, on a track scored against a known answer (DESIGN 11): where
+    a ranking metric of the ``ground_truth`` family has values (it is n/a on samples without a known
+    answer, so on every ordinary track), every other ranked family is shown
+    and ranked within itself but leaves the overall rank; elsewhere nothing."""
+    if not any(e.family == KNOWN_ANSWER_FAMILY and e.ranking and e.n > e.n_na for e in entries):
+        return {}
+    return {f: KNOWN_ANSWER_REASON.format(family=f) for f in RANKED_FAMILIES if f != KNOWN_ANSWER_FAMILY}
+
+
 def rank_track(
     track: str,
     entries: Sequence[Entry],
@@ -458,7 +476,7 @@ def rank_track(
     min_shared = int(rules["min_shared_samples"])
     explainers = sorted({e.explainer for e in entries})
     refs = frozenset(references)
-    diagnosis = diagnosis or {}
+    diagnosis = {**known_answer_diagnosis(entries), **(diagnosis or {})}
     by_metric: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
         by_metric[e.metric].append(e)

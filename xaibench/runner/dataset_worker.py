@@ -233,7 +233,7 @@ def check_sample(data: Any) -> Sample:
     if gt is not None:
         if not isinstance(gt, dict):
             raise wire.WireError("a sample's ground truth must be a dict")
-        for key in ("mask", "levels"):
+        for key in ("mask", "levels", "regions", "contributions"):
             if not (gt.get(key) is None or isinstance(gt.get(key), np.ndarray)):
                 raise wire.WireError(f"a ground truth's {key} must be an array or null")
         if not isinstance(gt.get("notes"), list | tuple):

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from xaibench.api import Explainer, Metric, MetricInput, MetricOutput
+from xaibench.kit import CONSTANT_MAP
 from xaibench.plugins.manager import remote_distribution
 from xaibench.runner.metric_worker import MetricWorkers, checked_output
 from xaibench.runner.track import TrackContext
@@ -123,10 +124,21 @@ def _score_track(
     index = track.sample_index()
     ids = [s.id for s in track.samples]
     failed = [sid for sid in ids if sid in failures]
+    size = _map_size(track, explanations)
+    constant = _constant_maps(failed, failures, explanations, kind) if size is not None else []
     if failed:
-        scores = [SampleScore(m, sid, None, failures[sid]) for m in metrics for sid in failed if want(m, sid)]
+        scores = [
+            SampleScore(m, sid, None, failures[sid])
+            for m in metrics
+            for sid in failed
+            if want(m, sid) and not (sid in constant and m.scores_constant_maps)
+        ]
         if scores:
             yield scores
+    scorers = [m for m in metrics if m.scores_constant_maps]
+    if constant and scorers:  # DESIGN 11: a constant map scores the worst value there, not n/a
+        maps = dict.fromkeys(constant, np.zeros(size, dtype=np.float32))  # type: ignore[arg-type]
+        yield from _score_track(track, scorers, maps, {}, explainer, seed, kind, batch_size, wanted, workers)
     valid = [sid for sid in ids if sid in explanations]
     for start in range(0, len(valid), batch_size):
         chunk = valid[start : start + batch_size]
@@ -151,6 +163,25 @@ def _score_track(
                 scores += _score_metric(track, metric, batch, group, kind, want, workers)
         if scores:
             yield scores
+
+
+def _constant_maps(
+    failed: list[str], failures: Mapping[str, str], explanations: Mapping[str, Explanation], kind: str
+) -> list[str]:
+    """The failed samples whose map was refused for being constant (saliency only), where a map
+    size is known to stand one in."""
+    if kind != "saliency":
+        return []
+    return [sid for sid in failed if failures[sid] == CONSTANT_MAP]
+
+
+def _map_size(track: TrackContext, explanations: Mapping[str, Explanation]) -> tuple[int, int] | None:
+    """The size of the track's maps: the model's input, else any explanation's (``None``: neither)."""
+    if track.inputs is not None:
+        return int(track.inputs.shape[-2]), int(track.inputs.shape[-1])
+    for value in explanations.values():
+        return int(np.shape(value)[-2]), int(np.shape(value)[-1])
+    return None
 
 
 def _by_shape(chunk: list[str], explanations: Mapping[str, Explanation], kind: str) -> list[list[str]]:

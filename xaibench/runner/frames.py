@@ -102,7 +102,14 @@ def sample_data(sample: Sample) -> dict[str, Any]:
         "target": None if sample.target is None else int(sample.target),
         "ground_truth": None
         if gt is None
-        else {"mask": gt.mask, "levels": gt.levels, "boxes": gt.boxes, "notes": list(gt.notes)},
+        else {
+            "mask": gt.mask,
+            "levels": gt.levels,
+            "boxes": gt.boxes,
+            "notes": list(gt.notes),
+            "regions": gt.regions,
+            "contributions": gt.contributions,
+        },
         "meta": meta,
     }
 
@@ -112,7 +119,14 @@ def sample_from_data(data: Mapping[str, Any]) -> Sample:
     gt = data["ground_truth"]
     truth = None
     if gt is not None:
-        truth = GroundTruth(mask=gt["mask"], levels=gt["levels"], boxes=gt["boxes"], notes=tuple(gt["notes"]))
+        truth = GroundTruth(
+            mask=gt["mask"],
+            levels=gt["levels"],
+            boxes=gt["boxes"],
+            notes=tuple(gt["notes"]),
+            regions=gt.get("regions"),
+            contributions=gt.get("contributions"),
+        )
     return Sample(
         id=str(data["id"]),
         image=data["image"],

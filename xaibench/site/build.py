@@ -48,7 +48,7 @@ from xaibench.site.submitted import Submitted, submitted
 from xaibench.site.views.cells import all_flags, board_rules, verification_view
 from xaibench.site.views.correlations import correlation_view
 from xaibench.site.views.explainers import explainer_tracks
-from xaibench.site.views.meta import meta_tracks
+from xaibench.site.views.meta import known_answer_table, meta_tracks
 from xaibench.site.views.methodology import methodology
 from xaibench.site.views.overview import overview
 from xaibench.site.views.tracks import place_tracks, track_view
@@ -190,7 +190,14 @@ def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_
             pages[corr_files[corr["name"]]] = Page("correlation_track.html.j2", context)
     if board.meta is not None:  # the meta.json of xaibench meta applied to this board
         pages["metrics.html"] = Page(
-            "metrics.html.j2", {"root": "", "page": "metrics", "meta_tracks": meta_tracks(board), **common}
+            "metrics.html.j2",
+            {
+                "root": "",
+                "page": "metrics",
+                "meta_tracks": meta_tracks(board),
+                "known_answer": known_answer_table(board),
+                **common,
+            },
         )
     for sub in subs:
         pages[f"explainers/{sub.slug}.html"] = Page(

@@ -24,7 +24,7 @@ __all__ = ["ADHOC_METRICS", "adhoc_track", "component_params", "main_parameter",
 TARGETS = ("predicted", "label")
 ADHOC_METRICS = ("default",)
 """The metric selectors of an ad-hoc track (and of a suite-file track without ``metrics``): the quick
-``default`` set, not every metric (53 with the bundled plugins; ROAD alone took 470 s of a 585 s
+``default`` set, not every metric (59 with the bundled plugins; ROAD alone took 470 s of a 585 s
 run of 3 explainers on 8 images with ResNet-18 on 2 cores)."""
 # File suffixes left out of a track name made from a path (``data.parquet`` -> ``data``).
 _DATA_SUFFIXES = (".parquet", ".arrow", ".csv", ".json", ".jsonl", ".pth", ".pt", ".bin", ".safetensors")

@@ -5,7 +5,7 @@ A selector is one of:
 
 - a metric id (``iou``, ``deletion``, ``quantus_complexity``): that metric, ``default = False`` or not;
 - ``family:NAME`` (``family:alignment``): every metric of the family with ``default = True``;
-- ``all``: every metric with ``default = True`` (53 with the bundled plugins: slow on a large model);
+- ``all``: every metric with ``default = True`` (59 with the bundled plugins: slow on a large model);
 - ``native``: every built-in metric (of the ``xaibench`` distribution), ``default = False`` ones
   too (the field's metrics of DESIGN 3b; the ``full`` suite runs ``all`` and ``native``);
 - ``default``: :data:`DEFAULT_METRICS`, the quick set that ad-hoc and suite-file tracks run when

@@ -5,10 +5,11 @@ from __future__ import annotations
 from xaibench.api import Register, Suite
 from xaibench.plugins.hookspecs import hookimpl
 from xaibench.suites.embedded import DefaultSuite, FullSuite
+from xaibench.suites.mechanisms import MechanismsSuite
 from xaibench.suites.real import RealSuite
 from xaibench.suites.record import RecordSuite
 
-SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite, RecordSuite]
+SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite, RecordSuite, MechanismsSuite]
 
 
 @hookimpl

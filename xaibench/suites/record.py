@@ -7,8 +7,11 @@ Its tracks are declared as data (:data:`RECORD_TRACKS`): the synthetic ``shapes`
 since rankings move with it, and attention explainers on a trained transformer), the 9
 ``photos`` on EfficientNet-Lite0, and every real track whose ground truth xaibench reads
 (``human-attention``, ``voc2012-seg``, ``oxford-pets``, ``coco``), found as the ``real`` suite
-finds them (``--data-dir``). A track whose data is absent is left out of :meth:`RecordSuite.tracks`
-(so ``xaibench run -e NAME --suite record-v1 --track shapes`` works anywhere);
+finds them (``--data-dir``), and the six mechanism tracks of DESIGN 11 (``mechanism-<kind>``, 64
+samples each: models whose decision is built in, ranked by the ``ground_truth`` family alone, the
+faithfulness proxies beside it for the known-answer meta test). A track whose data is absent is
+left out of :meth:`RecordSuite.tracks` (so ``xaibench run -e NAME --suite record-v1 --track
+shapes`` works anywhere);
 :func:`missing_tracks` names them for the record's regeneration, which needs every one.
 
 Each dataset's content is pinned (:data:`REVISIONS`: its ``revision`` digest and sample count,
@@ -26,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xaibench.api import Suite, TrackSpec
+from xaibench.suites.mechanisms import KINDS as MECHANISM_KINDS
+from xaibench.suites.mechanisms import mechanism_track
 from xaibench.suites.real import MODEL as REAL_MODEL
 from xaibench.suites.real import REAL_DATASETS, REAL_METRIC_PARAMS
 
@@ -73,6 +78,23 @@ sanity check stays on the synthetic tracks: it re-runs the explainer on six rand
 sample, which on EfficientNet-Lite0 (about 35 forward passes a second on 2 cores) costs the
 perturbation explainers an hour a track (RISE: 75 images x 6 x 256 masks), for a flag that the
 synthetic tracks already raise on the same explainers."""
+
+
+MECHANISM_SAMPLES = 64
+"""Samples per mechanism track: the ground-truth metrics are exact, so 64 separate most pairs; the
+ROAD proxies' imputation (a sparse solve per perturbed image) sets the cost."""
+MECHANISM_RECORD_METRICS = (
+    "family:ground_truth",
+    *FAITHFULNESS_CURVES,
+    "average_drop",
+    "road_sufficiency",
+    "road_necessity",
+    "road_faithfulness",
+)
+"""The known answer (the ranking family there) and the proxies the known-answer meta test judges
+against it: deletion, insertion, average drop and ROAD with its default perturbation (the other
+three perturbations quadruple the cost for the same three measures; ``--suite mechanisms`` runs
+them all)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +175,17 @@ RECORD_TRACKS: tuple[RecordTrack, ...] = (
     _real("voc2012-seg", "14 PASCAL VOC 2012 images with segmentation masks; EfficientNet-Lite0."),
     _real("oxford-pets", "26 Oxford-IIIT Pets images with trimaps; EfficientNet-Lite0."),
     _real("coco", "10 COCO val2017 images with instance masks; EfficientNet-Lite0."),
+    *(
+        RecordTrack(
+            TrackSpec(
+                **{
+                    **mechanism_track(kind, MECHANISM_SAMPLES).__dict__,
+                    "metrics": MECHANISM_RECORD_METRICS,
+                }
+            )
+        )
+        for kind in MECHANISM_KINDS
+    ),
 )
 """The official suite, as data: one row per track, in the order the record runs them."""
 
@@ -175,6 +208,12 @@ REVISIONS: Mapping[str, Pinned] = {
     "voc2012-seg": Pinned("f4674c37a5b93101", 14),
     "oxford-pets": Pinned("d0661c1ce69dcfb9", 26),
     "coco": Pinned("31a6933c0303b53d", 10),
+    "mechanism-confined": Pinned("9b37e46941f9014e", 64),
+    "mechanism-additive": Pinned("769074b87a608d01", 64),
+    "mechanism-interaction": Pinned("a0e404ac9c53ac0f", 64),
+    "mechanism-cancellation": Pinned("3c782c1a83abed50", 64),
+    "mechanism-distractor": Pinned("fbfc3d28b345ef7d", 64),
+    "mechanism-saturation": Pinned("42d758cae3035fca", 64),
 }
 """Each track's dataset as the record computed it (measured with ``Dataset.revision`` and
 ``len``; the real ones on the copies in ``shared/data``)."""
@@ -200,7 +239,8 @@ class RecordSuite(Suite):
     version: ClassVar[str] = "1.0.0"
     description: ClassVar[str] = (
         "The official suite of the leaderboard of record: shapes, shapes-shortcut, shapes-cbm, shapes-vit (256 "
-        "samples each), photos, and the real tracks with human ground truth (--data-dir)"
+        "samples each), photos, the real tracks with human ground truth (--data-dir), and six mechanism tracks "
+        "with a known answer (64 samples each)"
     )
     licence: ClassVar[str] = "Apache-2.0 (suite); each dataset keeps its own licence"
 

@@ -1,6 +1,7 @@
 """The metrics page: meta-evaluation's report cards (``xaibench meta``, docs/meta.md), one per
 metric and track, from the ``meta.json`` applied to the board, with each track's agreement matrix
-as a heat map and the graded-oracle ladder of its ranking alignment metrics as small plots."""
+as a heat map and the graded-oracle ladder of its ranking alignment metrics as small plots; and,
+where the run has mechanism tracks (DESIGN 11), the known-answer table: proxy metric by mechanism."""
 
 from __future__ import annotations
 
@@ -153,3 +154,36 @@ def _consistency(block: Any) -> dict[str, str]:
     if block.get("reason"):
         parts.append(str(block["reason"]))
     return {"mc": _num(block.get("mc"), 2), "mc_detail": "; ".join(parts)}
+
+
+def known_answer_table(board: Leaderboard) -> dict[str, Any] | None:
+    """The known-answer table of the applied ``meta.json`` (DESIGN 11, docs/meta.md): one column
+    per mechanism track, one row per proxy faithfulness metric, each cell Kendall tau-b with its
+    95 % interval and the verdict (a tooltip names the explainers and samples, or why it is
+    untested); ``None`` when no track has one."""
+    data = board.meta or {}
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for track, block in sorted((data.get("tracks") or {}).items()):
+        tests = (block or {}).get("known_answer") if isinstance(block, dict) else None
+        if isinstance(tests, dict) and tests:
+            found[str(track)] = {str(m): t for m, t in tests.items() if isinstance(t, dict)}
+    if not found:
+        return None
+    tracks = sorted(found)
+    metrics = sorted({m for tests in found.values() for m in tests})
+    rows = [{"metric": m, "cells": [_known_cell(found[t].get(m)) for t in tracks]} for m in metrics]
+    return {"tracks": tracks, "rows": rows}
+
+
+def _known_cell(test: dict[str, Any] | None) -> dict[str, str]:
+    """One cell of the known-answer table: ``tau [low, high]``, the verdict and a tooltip."""
+    if test is None:
+        return {"text": "", "verdict": "", "title": ""}
+    verdict = str(test.get("verdict", ""))
+    if test.get("reason") or test.get("tau") is None:
+        return {"text": "", "verdict": verdict, "title": str(test.get("reason") or "")}
+    low, high = test.get("ci_low"), test.get("ci_high")
+    shown = f" [{_num(low, 2)}, {_num(high, 2)}]" if low is not None and high is not None else ""
+    explainers = test.get("explainers") or []
+    title = f"{len(explainers)} explainers ({', '.join(map(str, explainers))}), {test.get('samples')} samples"
+    return {"text": f"{_num(test.get('tau'), 2)}{shown}", "verdict": verdict, "title": title}
