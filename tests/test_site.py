@@ -35,7 +35,7 @@ from scipy.stats import spearmanr
 from xaibench.cli import cli
 from xaibench.plugins.manager import XaibenchError
 from xaibench.publish.board import build_leaderboard, content_digest
-from xaibench.python_api import publish_leaderboard
+from xaibench.python_api import publish_leaderboard, run
 from xaibench.site import build_site
 from xaibench.site.correlations import oriented, pair_rho, spearman
 
@@ -355,7 +355,7 @@ def test_overview_across_tracks_orders_by_mean_win_rate_with_each_tracks_overall
         ("beta", "0.50", ["3", "3"]),  # (2 + 2) / 8
         ("gamma", "0.25", ["4", "4"]),
         ("evil", "0.00", ["5", "5"]),
-        ("oracle", "n/a", []),  # a reference: no win rate, no rank, last
+        ("oracle", "reference", []),  # a reference: a line after the methods, no win rate, no rank
     ]
     html = (built / "index.html").read_text()
     overview = html.split('<section class="overview"')[1].split("</section>")[0]
@@ -364,7 +364,8 @@ def test_overview_across_tracks_orders_by_mean_win_rate_with_each_tracks_overall
     for key, row in re.findall(r'<tr data-key="([^"]+)"(.*?)</tr>', overview, re.S):
         rate = re.search(r'<td class="winrate"[^>]*>(.*?)</td>', row, re.S)
         assert rate is not None
-        got.append((key, rate.group(1), re.findall(r'<span class="overall[^"]*">(\d+=?)</span>', row)))
+        shown = re.sub(r"<[^>]+>", "", rate.group(1)).strip()
+        got.append((key, shown, re.findall(r'<span class="overall[^"]*">(\d+=?)</span>', row)))
     assert got == expected
     assert html.index('<section class="overview"') < html.index('<section class="track"')
     # The per-track tables: overall rank first, then the explainer; both pinned when the table scrolls.
@@ -372,6 +373,80 @@ def test_overview_across_tracks_orders_by_mean_win_rate_with_each_tracks_overall
     assert ">Rank<" in heads[0][1] and ">Explainer<" in heads[1][1]
     assert 'class="pin pin-rank"' in heads[0][0] and 'class="pin pin-name"' in heads[1][0]
     assert 'class="pin"' in overview.split("<tbody>")[1].split("</th>")[0]
+
+
+# ----------------------------------------------------------------------------- references, a default run
+
+DEFAULT_RUN: dict[str, Any] = {"tracks": ["shapes", "photos"], "metrics": ["iou", "deletion", "model_randomisation"]}
+"""A default run (``xaibench run --explainer default`` on the default suite: ``oracle`` among the
+explainers), cut to two tracks, a metric of each ranked family present and the sanity check, 8
+samples a track (the least that ranks), so that it takes about a minute."""
+
+
+@pytest.fixture(scope="module")
+def default_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("default-run")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        res = run(
+            "default",
+            **DEFAULT_RUN,
+            limit=8,
+            progress=False,
+            workdir=root / "work",
+            submissions=root / "sub",
+            leaderboard_dir=root / "lb",
+        )
+    assert res.failed == {} and res.site_dir is not None
+    return res.site_dir
+
+
+def _body_rows(table: str) -> list[tuple[str, str]]:
+    """(key, the row from its attributes on) of each body row of a table, in the page's order."""
+    return re.findall(r'<tr data-key="([^"]+)"(.*?)</tr>', table.split("<tbody>")[1], re.S)
+
+
+@pytest.mark.slow
+def test_a_default_runs_site_draws_oracle_as_a_reference_line_with_no_rank_in_every_table(default_site: Path) -> None:
+    board = json.loads((default_site / "data" / "leaderboard.json").read_text(encoding="utf-8"))
+    overall = {(r["track"], r["explainer"]): r for r in board["rows"] if r["metric"] == "rank:overall"}
+    assert {x for _, x in overall} == {"random", "center", "sobel", "oracle", "gradient", "gradcam"}
+    html = (default_site / "index.html").read_text(encoding="utf-8")
+    across = html.split('<section class="overview"')[1].split("</section>")[0].split("</table>")[0]
+    tables = {"Across tracks": across}
+    for k, track in enumerate(sorted(DEFAULT_RUN["tracks"]), start=1):  # tracks in name order
+        section = _track(html, k)
+        assert f'data-track="{track}"' in section.split(">")[0]
+        for j, table in enumerate(t for t in section.split("</table>") if "<tbody>" in t):
+            tables[f"{track} table {j + 1}"] = table
+    assert len(tables) == 5  # each track: its ranking metrics and the metrics reported, not ranked
+    for where, table in tables.items():
+        rows = _body_rows(table)
+        keys = [k for k, _ in rows]
+        assert keys.count("oracle") == 1 and keys[-1] == "oracle", (where, keys)  # after every method
+        oracle = rows[-1][1]
+        head = oracle.split(">")[0]
+        assert 'data-reference="true" class="reference"' in head, where  # drawn as a reference line
+        assert 'class="rank' not in oracle and 'class="overall' not in oracle, where  # no rank anywhere in it
+        assert all('class="reference"' not in row.split(">")[0] for _, row in rows[:-1]), where
+        ranking = "Ranking metrics on" in table or where == "Across tracks"
+        if ranking:  # its rank cell is the line's label, sorted last both ways
+            assert re.search(r'<td class="(?:pin pin-rank|winrate)" data-sort=""><span class="ref-line"', oracle), where
+            assert ">reference</span>" in oracle
+            overall_ranks = [re.findall(r'<span class="overall[^"]*">(\d+)=?</span>', row) for _, row in rows[:-1]]
+            assert all(overall_ranks), where  # every method keeps its overall rank
+    for track in DEFAULT_RUN["tracks"]:
+        assert overall[(track, "oracle")]["rank"] is None
+        # A baseline the sanity check flags ("insensitive to the model") stays ranked and flagged.
+        flagged = [x for (t, x), r in overall.items() if t == track and "insensitive" in r["flags"] and x != "oracle"]
+        assert flagged and all(overall[(track, x)]["rank"] is not None for x in flagged)
+        for x in flagged:
+            name = _row(tables[f"{track} table 1"], x).split("</th>")[0]
+            assert "⚠ insensitive to the model" in name and 'class="reference"' not in name
+    winrates = [re.search(r'<td class="winrate"[^>]*>(.*?)</td>', row, re.S) for _, row in _body_rows(across)]
+    shown = [re.sub(r"<[^>]+>", "", m.group(1)).strip() for m in winrates if m]
+    assert shown[-1] == "reference" and all(re.fullmatch(r"\d\.\d\d", w) for w in shown[:-1])
+    assert [float(w) for w in shown[:-1]] == sorted((float(w) for w in shown[:-1]), reverse=True)
 
 
 def test_perceptual_values_carry_the_proxy_label_and_not_ranked_everywhere(built: Path) -> None:
@@ -382,8 +457,10 @@ def test_perceptual_values_carry_the_proxy_label_and_not_ranked_everywhere(built
         assert PROXY_LABEL in q1 and "not ranked: proxy checkpoint" in q1 and "-0.23 &lt; 0.3" in q1
         family = re.search(r'<th scope="col"[^>]*data-family="perceptual".*?</th>', track, re.S)
         assert family is not None and "not ranked: proxy checkpoint" in family.group(0)
-        note = re.search(r'<p class="note notranked">(.*?)</p>', track, re.S)
+        note = re.search(r'<details class="note notranked">(.*?)</details>', track, re.S)  # one line until opened
         assert note is not None and PROXY_LABEL in note.group(1) and "<strong>sanity</strong>" in note.group(1)
+        summary = note.group(1).split("</summary>")[0]
+        assert "<strong>perceptual</strong>, <strong>sanity</strong>" in summary and PROXY_LABEL not in summary
         for key in MEANS:  # every pasta_q1 cell says "not ranked" (a reference's: "never ranked"), no rank
             said = "never ranked" if key == "oracle" else "not ranked"
             q1_cell = [c for c in _cells(_row(track.split("</table>")[0], key)) if said in c and "pasta" not in c]

@@ -4,7 +4,9 @@ Built from small synthetic submissions written by the test (tests/_site_data.py)
 from ``file://`` and from a localhost ``http.server``. Checks: every page loads with no console
 error and no request leaving the site; sorting by a column header; the disclosure filters;
 submitted HTML/script stays inert text; at a phone's 390 px width no page scrolls sideways (only
-the table containers do) and the rank and explainer columns stay pinned while a table scrolls.
+the table containers do) and the rank and explainer columns stay pinned while a table scrolls;
+numbers first: at 390 x 844 and 1280 x 800 the first board row starts within the first screen, on
+the overview and on a track's own page, and no badge breaks inside a word.
 Screenshots go to ``test-artifacts/`` (gitignored).
 
 Needs ``pip install playwright`` (never ``playwright install``: the system browser is used) and
@@ -84,6 +86,21 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "site"
 
 
+@pytest.fixture(scope="module")
+def split_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same submissions with each track on a page of its own (as a large board's are)."""
+    from xaibench.site import build
+    from xaibench.site.views.tracks import place_tracks
+
+    root = tmp_path_factory.mktemp("split")
+    subs = write_submissions(root / "submissions")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(build, "place_tracks", lambda views: place_tracks(views, inline_cells=0))
+        build_site(subs, root / "site")
+    assert (root / "site" / "tracks" / "001-synth-a.html").is_file()
+    return root / "site"
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -147,10 +164,11 @@ class Watched:
 
 @pytest.fixture()
 def watch(context: Any, site: Path, http_root: str) -> Iterator[Any]:
+    """Opens watched pages; ``watch(root)`` also allows a second built site's files."""
     opened: list[Watched] = []
 
-    def make() -> Watched:
-        w = Watched(context, (site.as_uri() + "/", http_root, "data:"))
+    def make(also: Path | None = None) -> Watched:
+        w = Watched(context, (site.as_uri() + "/", http_root, "data:", *([also.as_uri() + "/"] if also else [])))
         opened.append(w)
         return w
 
@@ -219,7 +237,7 @@ def test_clicking_a_header_sorts_by_that_column_best_first_then_reversed(site: P
 def test_na_values_sort_last_in_both_directions(site: Path, watch: Any) -> None:
     w = watch()
     w.goto(site.as_uri() + "/index.html")
-    w.page.locator("section.track").first.locator("details > summary").click()
+    w.page.locator("section.track").first.locator("details:not(.notranked) > summary").click()  # more metrics
     table = w.page.locator("section.track").first.locator("table.board").nth(1)
     header = table.locator("th[data-metric='sparseness']")
     header.locator("button").click()
@@ -404,3 +422,78 @@ def test_large_board_overview_is_small_and_its_filter_box_hides_what_does_not_ma
         assert w.outside == [], f"requests outside the site: {w.outside}"
     finally:
         w.page.close()
+
+
+# ---------------------------------------------------------------- numbers first, layout that holds
+
+SCREENS = {"phone": (390, 844), "laptop": (1280, 800)}
+FIRST_ROW = "() => document.querySelector('table.board tbody tr').getBoundingClientRect().top"
+BROKEN_WORDS = """els => els.filter(e => e.offsetParent !== null).flatMap(el => {
+  const broken = [];
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    for (const m of node.data.matchAll(/[\\p{L}\\p{N}]+/gu)) {
+      const r = document.createRange();
+      r.setStart(node, m.index);
+      r.setEnd(node, m.index + m[0].length);
+      const lines = new Set(Array.from(r.getClientRects()).filter(b => b.width > 0).map(b => Math.round(b.top)));
+      if (lines.size > 1) broken.push(el.textContent.trim() + ": " + m[0]);
+    }
+  }
+  return broken;
+})"""
+"""For each displayed element, each word (a run of letters and digits) that its lines break inside:
+a Range over the word has client rectangles on more than one line."""
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize("rel", ["index.html", "tracks/001-synth-a.html"])
+def test_the_first_screen_shows_the_board_with_rules_and_filters_folded(
+    rel: str, screen: str, split_site: Path, watch: Any
+) -> None:
+    width, height = SCREENS[screen]
+    w = watch(split_site)
+    w.page.set_viewport_size({"width": width, "height": height})
+    w.goto((split_site / rel).as_uri())
+    top = w.page.evaluate(FIRST_ROW)
+    assert 0 < top < height, f"{rel} at {width} x {height}: the first board row starts at {top:.0f} px"
+    assert w.page.evaluate("document.getElementById('how-to-read').open") is False  # the rules: one line
+    assert w.page.is_visible("#how-to-read > summary")
+    # The filter box folds away on a phone and is open on a wide screen; it opens with one click.
+    assert w.page.evaluate("document.getElementById('filters').open") is (width >= 700)
+    if width < 700:
+        assert not w.page.is_visible("#filter-explainers")
+        w.page.click("#filters > summary")
+        assert w.page.is_visible("#filter-explainers")
+    _shot(w.page, f"first-screen-{screen}-{rel.replace('/', '-').removesuffix('.html')}")
+    assert w.errors == [], w.errors
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_badges_and_names_wrap_between_words_only(screen: str, split_site: Path, site: Path, watch: Any) -> None:
+    width, height = SCREENS[screen]
+    w = watch(split_site)
+    w.page.set_viewport_size({"width": width, "height": height})
+    seen = 0
+    for page in (site / "index.html", split_site / "tracks" / "001-synth-a.html", site / "explainers" / "oracle.html"):
+        w.goto(page.as_uri())
+        badges = w.page.locator(".badge")
+        seen += badges.count()
+        assert badges.evaluate_all(BROKEN_WORDS) == [], f"{page.name} at {width} px: badges break inside a word"
+        styles = w.page.eval_on_selector_all(
+            ".badge, tbody th.pin",
+            "els => els.map(e => getComputedStyle(e)).map(c => c.wordBreak + ' ' + c.overflowWrap)",
+        )
+        assert styles and not [s for s in styles if "break-all" in s or "anywhere" in s], set(styles)
+        assert w.page.evaluate("document.documentElement.scrollWidth") <= width, f"{page.name} scrolls sideways"
+        # A reference line's label fits its cell whole (the pinned rank column is narrow).
+        clipped = w.page.eval_on_selector_all(
+            "tr.reference .ref-line",
+            "els => els.filter(e => e.offsetParent !== null).filter(e => {"
+            " const c = e.closest('td').getBoundingClientRect(), r = e.getBoundingClientRect();"
+            " return r.left < c.left - 0.5 || r.right > c.right + 0.5; }).length",
+        )
+        assert clipped == 0, f"{page.name} at {width} px: {clipped} reference label(s) overflow their cell"
+        if page.name != "oracle.html":
+            assert w.page.locator("tr.reference .ref-line:visible").count() >= 1
+    assert seen > 20

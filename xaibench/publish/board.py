@@ -3,7 +3,8 @@
 :func:`build_board` ranks loaded submissions (:mod:`xaibench.publish.leaderboard` holds the
 rules) into a :class:`Leaderboard`: the tidy rows, each track's provenance and family verdicts,
 the explainers' blocks and flags, the win rates across tracks, the notes on superseded files and
-the warnings per track (a model at chance).
+the warnings per track (a model at chance), and what explaining each track cost each explainer
+(:func:`track_costs`: seconds per image, peak memory, the device; shown, never ranked).
 The board keeps the submissions it was built from, so the site shows them without reading a file
 again. :mod:`xaibench.publish.writers` writes the board (CSV, JSON, Markdown, the terminal);
 :mod:`xaibench.site` builds the static site from it.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ from xaibench.publish.leaderboard import (
 )
 from xaibench.publish.shapes import (
     BoardRow,
+    ExplainerCost,
     ExplainerInfo,
     FamilyVerdict,
     LeaderboardData,
@@ -80,6 +83,9 @@ class Leaderboard:
     """Board-level notes, e.g. which submission superseded which."""
     warnings: dict[str, list[str]] = field(default_factory=dict)
     """track -> warning lines about its numbers (a model at chance: :func:`track_warnings`)."""
+    cost: dict[str, dict[str, ExplainerCost]] = field(default_factory=dict)
+    """track -> explainer key -> what explaining the track cost (:func:`explainer_cost`): shown
+    beside the ranks, never part of one."""
     meta: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     """The ``meta.json`` of ``xaibench meta`` applied to this board (:mod:`xaibench.publish.gate`),
     ``None`` when none matched: the site's metrics page shows it."""
@@ -203,6 +209,7 @@ def build_board(
         board.explainers[key]["label"] = label
     board.summary = win_rates(board.rows)
     board.warnings = track_warnings(board.tracks)
+    board.cost = track_costs(subs)
     return board
 
 
@@ -247,6 +254,49 @@ def track_warnings(tracks: Mapping[str, Provenance]) -> dict[str, list[str]]:
     return out
 
 
+def track_costs(subs: Sequence[Submission]) -> dict[str, dict[str, ExplainerCost]]:
+    """track -> explainer key -> :func:`explainer_cost`, for every track of every submission
+    (tracks and keys sorted); a track without a ``cost`` block gets ``None`` figures."""
+    out: dict[str, dict[str, ExplainerCost]] = defaultdict(dict)
+    for sub in subs:
+        env = sub.data.get("environment")
+        for name, track_data in sub.data["tracks"].items():
+            cost = track_data.get("cost") if isinstance(track_data, Mapping) else None
+            out[str(name)][sub.key] = explainer_cost(cost, env)
+    return {t: dict(sorted(out[t].items())) for t in sorted(out)}
+
+
+def explainer_cost(cost: Any, environment: Any) -> ExplainerCost:
+    """What explaining a track cost, from a submission's ``tracks.<track>.cost`` block
+    (:func:`xaibench.runner.cost.summarise_costs`) and its ``environment``: seconds per image and
+    in all, peak RSS above the worker's baseline and peak device memory (MB), the measured and
+    total images, the device. Data from a file: a figure that is not a finite non-negative
+    number (a count: a non-negative integer) is ``None``, as is everything a file without the
+    block lacks."""
+    c = cost if isinstance(cost, Mapping) else {}
+    env = environment if isinstance(environment, Mapping) else {}
+    device = next((v for v in (env.get("device_name"), env.get("device")) if isinstance(v, str) and v), None)
+    return {
+        "per_sample_seconds": _figure(c.get("per_sample_seconds")),
+        "seconds": _figure(c.get("seconds")),
+        "peak_rss_mb": _figure(c.get("peak_rss_mb")),
+        "peak_device_mb": _figure(c.get("peak_device_mb")),
+        "measured": _count(c.get("measured")),
+        "n_samples": _count(c.get("n_samples")),
+        "device": device,
+        "torch_threads": _count(env.get("torch_threads")),
+    }
+
+
+def _figure(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return float(value) if ok else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def board_json(board: Leaderboard) -> LeaderboardData:
     """The content of leaderboard.json (schema ``xaibench.leaderboard/2``)."""
     return {
@@ -259,6 +309,7 @@ def board_json(board: Leaderboard) -> LeaderboardData:
         "summary": board.summary,
         "notes": board.notes,
         "warnings": board.warnings,
+        "cost": board.cost,
     }
 
 

@@ -348,6 +348,27 @@ class ExplainerInfo(TypedDict):
     """The display label: the name, or a parameter variant's name with its parameters."""
 
 
+class ExplainerCost(TypedDict):
+    """What explaining one track cost one explainer, as the board shows it (never ranked): from
+    the submission's ``tracks.<track>.cost`` and its ``environment``; ``None`` where the file
+    does not say (a submission written before costs were kept)."""
+
+    per_sample_seconds: float | None
+    """Wall seconds per image (the mean over the measured images), on ``device``."""
+    seconds: float | None
+    """Wall seconds of the whole track (the sum over the measured images)."""
+    peak_rss_mb: float | None
+    """The largest peak resident memory above the worker's baseline during one call, MB."""
+    peak_device_mb: float | None
+    """The largest peak device (GPU) memory torch allocated during one call, MB."""
+    measured: int | None
+    """How many of the track's images have a cost."""
+    n_samples: int | None
+    device: str | None
+    """The machine's device: the environment's ``device_name`` (``cpu``, a GPU's name), else its ``device``."""
+    torch_threads: int | None
+
+
 class LeaderboardData(TypedDict):
     """leaderboard.json (``xaibench.leaderboard/2``)."""
 
@@ -361,3 +382,5 @@ class LeaderboardData(TypedDict):
     notes: list[str]
     warnings: dict[str, list[str]]
     """track -> warning lines (a model at chance); empty when all is well."""
+    cost: dict[str, dict[str, ExplainerCost]]
+    """track -> explainer key -> what explaining the track cost (shown, never ranked)."""

@@ -1,4 +1,5 @@
-// xaibench leaderboard site: sortable tables, the filter box and disclosure filters. Vanilla JS, no requests.
+// xaibench leaderboard site: sortable tables, the filter box (folded on narrow screens) and disclosure filters.
+// Vanilla JS, no requests.
 (function () {
   "use strict";
 
@@ -107,8 +108,22 @@
     apply();
   }
 
+  // The filter box is a closed disclosure in the page (a phone shows the board first); on screens
+  // at least WIDE px wide it opens, and it follows the width when the window crosses it.
+  var WIDE = 700;
+  function foldFilters() {
+    var box = document.getElementById("filters");
+    if (!box || !window.matchMedia) return;
+    var wide = window.matchMedia("(min-width: " + WIDE + "px)");
+    box.open = wide.matches;
+    var follow = function (e) { box.open = e.matches; };
+    if (wide.addEventListener) wide.addEventListener("change", follow);
+    else if (wide.addListener) wide.addListener(follow);
+  }
+
   function init() {
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), setUpSorting);
+    foldFilters();
     setUpFilters(readData());
   }
 

@@ -21,6 +21,7 @@ class TrackRank(TypedDict):
 
 class OverviewRow(TypedDict):
     position: int
+    """1-based place in the table's order: the methods by mean win rate, then the references."""
     key: str
     name: str
     slug: str | None
@@ -47,6 +48,12 @@ class Overview(TypedDict):
     tracks: list[TrackLink]
 
 
+def is_reference_key(by_key: Mapping[str, Submitted], key: str) -> bool:
+    """Whether the submission ``key`` is a reference, not a method (its file says ``reference_only``)."""
+    sub = by_key.get(key)
+    return bool(sub and sub.reference)
+
+
 def track_anchor(track: str) -> str:
     """The id of a track's section on the overview page."""
     return "track-" + re.sub(r"[^A-Za-z0-9_-]", "_", track)
@@ -61,13 +68,15 @@ def summary_of(board: Leaderboard) -> WinRates:
 
 
 def overview(board: Leaderboard, by_key: Mapping[str, Submitted], hrefs: Mapping[str, str] | None = None) -> Overview:
-    """The table across tracks: explainers in the summary's order, mean win rate, each track's
-    overall rank; ``hrefs``: track -> its own page, for the tracks not on the overview."""
+    """The table across tracks: the methods in the summary's order (mean win rate, best first),
+    then the references (``oracle``: drawn as reference lines, never ranked, DESIGN 10), each with
+    every track's overall rank; ``hrefs``: track -> its own page, for the tracks not on the overview."""
     hrefs = hrefs or {}
     summary = summary_of(board)
     info: dict[str, ExplainerWinRate] = summary["explainers"]
     order = [str(x) for x in summary["order"] if x in info]
     order += sorted(str(x) for x in info if x not in order)
+    order = [x for x in order if not is_reference_key(by_key, x)] + [x for x in order if is_reference_key(by_key, x)]
     track_names = board.track_names()
     shared: dict[tuple[str, object], int] = defaultdict(int)
     for x in order:
@@ -89,7 +98,7 @@ def overview(board: Leaderboard, by_key: Mapping[str, Submitted], hrefs: Mapping
                 "name": sub.name if sub else x,
                 "slug": sub.slug if sub else None,
                 "tuned": bool(sub and sub.tuned),
-                "reference": bool(sub and sub.reference),
+                "reference": is_reference_key(by_key, x),
                 "verification": verification_view(board, x, sub),
                 "flags": all_flags(board, x),
                 "win_rate": rate if isinstance(rate, int | float) and not isinstance(rate, bool) else None,

@@ -27,7 +27,8 @@ from xaibench.site.views.cells import (
     not_ranked_text,
     verification_view,
 )
-from xaibench.site.views.overview import track_anchor
+from xaibench.site.views.cost import CostView, cost_view
+from xaibench.site.views.overview import is_reference_key, track_anchor
 from xaibench.site.views.provenance import ExplainedClass, explained_class
 
 
@@ -75,6 +76,9 @@ class TrackView(TypedDict):
     """The metrics without any value on the track."""
     inapplicable_reason: str
     rows: list[TrackRow]
+    cost: CostView
+    """Each explainer's cost cell (seconds per image, memory) and the quality-against-cost plot
+    (:mod:`xaibench.site.views.cost`); shown, never ranked."""
 
 
 def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) -> TrackView:
@@ -107,7 +111,7 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
     for r in rows:
         cells[r["explainer"]][r["metric"]] = r
     ties = rank_ties(rows)
-    explainers = sorted(cells, key=lambda x: (_overall_rank(cells[x]) or 10**9, x))
+    explainers = sorted(cells, key=lambda x: (is_reference_key(by_key, x), _overall_rank(cells[x]) or 10**9, x))
     body: list[TrackRow] = []
     for x in explainers:
         sub = by_key.get(x)
@@ -146,6 +150,7 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
         "inapplicable": inapplicable,
         "inapplicable_reason": top_reason(by_key, track, [m["id"] for m in inapplicable]),
         "rows": body,
+        "cost": cost_view(board, track, by_key),
     }
 
 
