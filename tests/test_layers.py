@@ -4,7 +4,7 @@ circles, counting imports inside functions (lazy imports) too.
 Layers, bottom to top (``docs/architecture.md`` shows the same table):
 
 0. ground floor: errors, version, files, integrity, sandbox, imaging, imagenet, seeds, params, stats,
-   randomisation, allocator, lazyjson, device_random
+   randomisation, allocator, lazyjson, device_random, metric_cost
 1. the public types: ``api``
 2. the plugin system and the author kit: ``plugins``, ``kit``
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
@@ -47,6 +47,7 @@ LAYERS: dict[str, int] = {
     "xaibench.lazyjson": 0,
     "xaibench.device_random": 0,
     "xaibench.safe_names": 0,
+    "xaibench.metric_cost": 0,
     "xaibench.api": 1,
     "xaibench.plugins": 2,
     "xaibench.kit": 2,

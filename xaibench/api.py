@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 import numpy as np
 
+from xaibench.metric_cost import MetricCost
 from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
@@ -335,6 +336,11 @@ class Metric(Parametrised):
     the metric's definition (``math.inf`` for an open side; default: any finite value): a
     submission whose values of this metric id lie outside it is refused
     (:func:`value_range_problem` says what a valid one is, :func:`outside_range` applies it).
+    ``cost`` is what one sample costs, from the metric's parameters: a :class:`MetricCost`
+    (forward passes and explanations per sample, numbers or expressions such as ``"steps + 1"``;
+    :mod:`xaibench.metric_cost`), or a tuple of them when parts are shared separately. The time
+    estimate printed before a long run reads it; ``None`` (the default) states none, and the
+    estimate then says once that it leaves the metric out.
     """
 
     family: ClassVar[Family] = "other"
@@ -343,6 +349,7 @@ class Metric(Parametrised):
     default: ClassVar[bool] = True
     unit: ClassVar[str] = ""
     value_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
+    cost: ClassVar[MetricCost | tuple[MetricCost, ...] | None] = None
     scores_constant_maps: ClassVar[bool] = False
     """Whether a constant map is scored (DESIGN 11: the ``ground_truth`` family gives it the worst
     value) rather than n/a with the explanation's "constant map" reason, as every other metric."""

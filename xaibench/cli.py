@@ -17,11 +17,20 @@ from rich.table import Table
 
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
+from xaibench.metric_cost import cost_data
 from xaibench.params import parse_value
 from xaibench.plugins import manager
 from xaibench.plugins.manager import KIND_BASES, get_registry
 from xaibench.publish.writers import term_line, term_text
-from xaibench.runner.config import CLI, CLI_EXECUTORS, DEVICE_CHOICES, DEVICE_PATTERN, make_run_config, suite_tracks
+from xaibench.runner.config import (
+    CLI,
+    CLI_EXECUTORS,
+    DEFAULT_DEVICE,
+    DEFAULT_EXECUTOR,
+    check_device,
+    make_run_config,
+    suite_tracks,
+)
 from xaibench.runner.config import data_dir as with_data_dir
 from xaibench.suites.suite_file import is_suite_file
 
@@ -86,10 +95,20 @@ def _parse_kv(items: Sequence[str], option: str) -> dict[str, Any]:
 WIDE_HELP = "Show every metric column in the terminal leaderboard."
 
 
+class _SpelledBadParameter(click.BadParameter):
+    """A usage error whose message already names the option (``--device tpu: ...``): shown as
+    ``Invalid value: <message>``, not with click's own ``for '--device'`` prefix."""
+
+    def format_message(self) -> str:
+        return f"Invalid value: {self.message}"
+
+
 def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    if not DEVICE_PATTERN.fullmatch(value):
-        raise click.BadParameter(f"{value!r}: expected {DEVICE_CHOICES}", ctx, param)
-    return value
+    """``--device``, checked by the one device check every front door uses (a usage error, before any work)."""
+    try:
+        return check_device(value, CLI)
+    except XaibenchError as exc:
+        raise _SpelledBadParameter(str(exc), ctx, param) from None
 
 
 # Options shared by `run`, `tune` and `select` (one definition each).
@@ -133,7 +152,7 @@ THREADS_OPTION = click.option(
 EXECUTOR_OPTION = click.option(
     "--executor",
     type=click.Choice(CLI_EXECUTORS),
-    default="local",
+    default=DEFAULT_EXECUTOR,
     show_default=True,
     help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
 )
@@ -142,7 +161,7 @@ WORKERS_OPTION = click.option(
 )
 DEVICE_OPTION = click.option(
     "--device",
-    default="auto",
+    default=DEFAULT_DEVICE,
     show_default=True,
     metavar="auto|cpu|cuda|cuda:N|mps",
     callback=_check_device,
@@ -488,7 +507,7 @@ def list_(kind: str, as_json: bool) -> None:
             "needs": list(info.needs),
         }
         if singular == "metric":
-            row.update(family=cls.family, direction=cls.direction, ranking=cls.ranking)
+            row.update(family=cls.family, direction=cls.direction, ranking=cls.ranking, cost=cost_data(cls.cost))
         if singular == "explainer":
             row.update(kind=cls.kind, default_params=dict(cls.default_params), reference_only=cls.reference_only)
         if singular == "encoder":

@@ -27,6 +27,8 @@ from xaibench.runner import health
 from xaibench.runner.config import (
     ADHOC_SUITE,
     API,
+    DEFAULT_DEVICE,
+    DEFAULT_EXECUTOR,
     EXECUTORS,
     Spelling,
     data_dir,
@@ -255,10 +257,10 @@ def run(
     batch_size: int = 16,
     threads: int = 1,
     cache: bool = True,
-    executor: str = "local",
+    executor: str = DEFAULT_EXECUTOR,
     workers: int = 1,
     ray_address: str | None = None,
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     progress: bool = True,
 ) -> RunResults:
     """Run explainers on a suite, or on one ad-hoc track, and publish, as ``xaibench run`` does.

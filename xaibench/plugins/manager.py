@@ -28,7 +28,7 @@ import re
 import signal
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
@@ -49,6 +49,7 @@ from xaibench.api import (
     value_range_problem,
 )
 from xaibench.errors import RegistrationError, UnknownComponentError, XaibenchError
+from xaibench.metric_cost import cost_problem
 from xaibench.plugins import catalogue, hookspecs
 from xaibench.version import __version__
 
@@ -465,6 +466,8 @@ def _check_metric(cls: type[Metric], plugin: str) -> None:
     if cls.direction not in ("higher", "lower"):
         raise RegistrationError(f"{plugin}: metric {cls.name!r} must declare direction 'higher' or 'lower'")
     problem = value_range_problem(getattr(cls, "value_range", None))
+    params = getattr(cls, "default_params", None)
+    problem = problem or cost_problem(getattr(cls, "cost", None), list(params) if isinstance(params, Mapping) else [])
     if problem is not None:
         raise RegistrationError(f"{plugin}: metric {cls.name!r}: {problem}")
 

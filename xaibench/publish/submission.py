@@ -44,6 +44,7 @@ from xaibench.publish.submission_files import (
     read_bytes,
     submission_text,
 )
+from xaibench.runner.config import IN_PROCESS_EXECUTORS
 from xaibench.safe_names import checked_name
 
 if TYPE_CHECKING:  # the runner imports torch; reading and ranking submissions needs neither
@@ -120,7 +121,7 @@ def build_submission(
         "environment": {
             **{k: recorded[k] for k in ENVIRONMENT_FIELDS if k in recorded},
             # said only of trusted in-process runs: verify and the record refuse them (issue 42)
-            **({"executor": "inprocess"} if recorded.get("executor") == "inprocess" else {}),
+            **({"executor": recorded["executor"]} if recorded.get("executor") in IN_PROCESS_EXECUTORS else {}),
         },
         "run": cast(
             SubmittedRun, {k: recorded[k] for k in ("started", "limit", "torch_threads", "batch_size") if k in recorded}

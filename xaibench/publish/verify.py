@@ -64,7 +64,7 @@ from xaibench.plugins.manager import Registry
 from xaibench.publish.recompute import NA_REASONS_KEPT
 from xaibench.publish.submission import load_submission
 from xaibench.publish.submission_files import metric_values
-from xaibench.runner.config import RunConfig, make_run_config
+from xaibench.runner.config import CLI_EXECUTORS, IN_PROCESS_EXECUTORS, RunConfig, make_run_config
 from xaibench.runner.run import Runner, resolve_tracks
 from xaibench.suites.metric_selection import resolve_metrics
 from xaibench.version import __version__
@@ -450,10 +450,11 @@ def verify_submission(
     run_seed = _field(path, data, "seed", int, 0)
     suite = _field(path, data, "suite", str, "default")
     environment = _object(data.get("environment"))
-    if environment.get("executor") == "inprocess":
+    if environment.get("executor") in IN_PROCESS_EXECUTORS:
+        sandboxed = " or ".join(CLI_EXECUTORS)
         raise XaibenchError(
-            f"{path}: computed with --executor inprocess (plugin code in the runner's own process, unsandboxed): "
-            "verify accepts sandboxed runs only; run it again with --executor local or ray"
+            f"{path}: computed with --executor {environment['executor']} (plugin code in the runner's own process, "
+            f"unsandboxed): verify accepts sandboxed runs only; run it again with --executor {sandboxed}"
         )
     threads = environment.get("torch_threads", _object(data.get("run")).get("torch_threads", 1))
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:

@@ -9,6 +9,12 @@ each argument the way the caller spells it (:class:`Spelling`: ``--limit`` on th
 (``--output-path``/``output_path=`` and the finer options). :func:`data_dir` sets
 ``XAIBENCH_DATA_DIR`` for one run and restores it, so no command leaves the process environment
 changed.
+
+The device and the executor are decided here once. :func:`check_device` is the one check of a
+``--device``/``device=`` value (every front door and the runner call it), :func:`resolve_device`
+the one place it becomes a device of this machine (the runner calls it, once per run), and
+:data:`DEFAULT_DEVICE` the one default. :data:`EXECUTOR_TABLE` is the one table of executors
+(name, the run options each takes, its constructor): a new backend is one entry plus its module.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xaibench.api import TrackSpec
 from xaibench.errors import XaibenchError
+
+if TYPE_CHECKING:
+    import torch
 
 EXAMPLES_PER_TRACK = 4
 """Example explanations per track and explainer kept for the submissions (``--examples``). Here,
@@ -34,25 +43,77 @@ __all__ = [
     "API",
     "CLI",
     "CLI_EXECUTORS",
+    "DEFAULT_DEVICE",
+    "DEFAULT_EXECUTOR",
     "DEVICE_CHOICES",
     "DEVICE_PATTERN",
     "EXECUTORS",
+    "EXECUTOR_TABLE",
+    "IN_PROCESS_EXECUTORS",
+    "ExecutorEntry",
     "RunConfig",
     "RunOutputs",
     "Spelling",
+    "check_device",
     "data_dir",
+    "executor_entry",
+    "executor_options",
     "make_run_config",
     "parameter_mapping",
+    "resolve_device",
     "run_outputs",
     "suite_tracks",
 ]
 
-EXECUTORS = ("local", "ray", "inprocess")
-"""Where explainer code runs: ``local`` worker processes, ``ray`` actors, or ``inprocess`` (trusted code)."""
-CLI_EXECUTORS = ("local", "ray")
+
+@dataclass(frozen=True)
+class ExecutorEntry:
+    """One executor: where explainer code runs. ``constructor`` is ``"module:Class"``, imported
+    only when the executor is made (reading the table imports no torch); the class takes the
+    registry, then the keywords of ``options`` (:class:`RunConfig` field -> keyword). Internal:
+    there is no hook for third-party executors (executors run where results are decided)."""
+
+    name: str
+    constructor: str
+    options: Mapping[str, str]
+    command_line: bool = True
+    """Offered by ``xaibench run --executor`` (else from Python only)."""
+    in_process: bool = False
+    """Runs plugin code in the runner's own process, unsandboxed: trusted code only. Such a run
+    says so in its record keys and submissions, and ``submission verify`` refuses it."""
+
+
+EXECUTOR_TABLE: tuple[ExecutorEntry, ...] = (
+    ExecutorEntry("local", "xaibench.runner.workers:LocalExecutor", {"workers": "workers", "threads": "threads"}),
+    ExecutorEntry(
+        "ray",
+        "xaibench.runner.ray_executor:RayExecutor",
+        {"workers": "workers", "threads": "threads", "ray_address": "address"},
+    ),
+    ExecutorEntry(
+        "inprocess",
+        "xaibench.runner.executors:InProcessExecutor",
+        {"threads": "threads"},
+        command_line=False,
+        in_process=True,
+    ),
+)
+"""Every executor: ``local`` worker processes, ``ray`` actors, or ``inprocess`` (trusted code)."""
+EXECUTORS = tuple(e.name for e in EXECUTOR_TABLE)
+CLI_EXECUTORS = tuple(e.name for e in EXECUTOR_TABLE if e.command_line)
 """The executors the command line offers (``inprocess`` is for trusted code, from Python only)."""
+IN_PROCESS_EXECUTORS = tuple(e.name for e in EXECUTOR_TABLE if e.in_process)
+"""The executors that run plugin code in the runner's process (a tuple: ``in`` compares with ``==``,
+so a value read from a file, whatever its type, is safe to test)."""
+DEFAULT_EXECUTOR = "local"
+"""The executor of every front door when none is given (``RunConfig``, :func:`make_run_config`,
+``xaibench.run``, ``--executor``)."""
+
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N or mps"
+DEFAULT_DEVICE = "auto"
+"""The device of every front door when none is given (``RunConfig``, :func:`make_run_config`,
+``xaibench.run``, ``--device``): the first CUDA GPU torch sees, else MPS, else the CPU."""
 ADHOC_SUITE = "adhoc"
 """The suite name recorded for a run of one ad-hoc track (a model on a dataset)."""
 WORKDIR_NAME = ".xaibench"
@@ -83,10 +144,10 @@ class RunConfig:
     progress: bool = True
     use_cache: bool = True
     examples: int = EXAMPLES_PER_TRACK  # example explanations per track and explainer, for the submissions
-    executor: str = "local"  # where explainer code runs: "local" worker processes, "ray", or "inprocess" (trusted)
+    executor: str = DEFAULT_EXECUTOR  # where explainer code runs: an EXECUTOR_TABLE name
     workers: int = 1  # worker processes (local) or Ray workers
     ray_address: str | None = None  # join this Ray cluster; None starts a local Ray instance
-    device: str = "cpu"  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
+    device: str = DEFAULT_DEVICE  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
     # Track name -> the only sample ids to run there, taken from the track's first `limit` samples
     # (`xaibench submission verify`); a track not named here, or None, runs all its samples.
     samples: Mapping[str, Sequence[str]] | None = None
@@ -300,10 +361,68 @@ def run_outputs(
 
 
 def check_device(device: Any, spelling: Spelling = API) -> str:
-    """``device`` when it names a device kind (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``)."""
-    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
-        raise XaibenchError(f"{spelling.value('device', device)}: expected {DEVICE_CHOICES}")
-    return device
+    """The device kind ``device`` names (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``; case and
+    surrounding spaces aside), the one check of a device every front door and the runner make;
+    else one line naming the argument as ``spelling`` spells it (``--device tpu: unknown device;
+    use ...`` on the command line and in the runner, ``device='tpu': expected ...`` in Python).
+    Whether this machine has the device is :func:`resolve_device`'s to say."""
+    kind = device.strip().lower() if isinstance(device, str) else None
+    if kind is None or not DEVICE_PATTERN.fullmatch(kind):
+        wording = "unknown device; use" if spelling("device").startswith("-") else "expected"
+        raise XaibenchError(f"{spelling.value('device', device)}: {wording} {DEVICE_CHOICES}")
+    return kind
+
+
+def _mps_available() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device ``--device name`` means here (checked by :func:`check_device` first): ``auto``
+    is the first CUDA GPU when torch sees one, else Apple's MPS when available, else the CPU. A
+    device that is not available here raises :class:`XaibenchError` (one line naming
+    ``--device``: the runner speaks the command line's spelling). The runner calls it once per
+    run and carries the device from there (tracks, workers, metrics); it may initialise CUDA."""
+    import torch
+
+    kind = check_device(name, CLI)
+    if kind == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("mps") if _mps_available() else torch.device("cpu")
+    device = torch.device(kind)
+    if device.type == "cpu":
+        return device
+    if device.type == "mps":
+        if not _mps_available():
+            raise XaibenchError(f"--device {name}: torch sees no MPS device here; use --device cpu or auto")
+        return device
+    if not torch.cuda.is_available():
+        raise XaibenchError(
+            f"--device {name}: torch {torch.__version__} sees no CUDA device here; use --device cpu or auto"
+        )
+    count = torch.cuda.device_count()
+    index = torch.cuda.current_device() if device.index is None else device.index
+    if index >= count:
+        raise XaibenchError(f"--device {name}: there is no CUDA device {index}; this machine has {count}")
+    return torch.device("cuda", index)
+
+
+def executor_entry(name: str) -> ExecutorEntry:
+    """The :data:`EXECUTOR_TABLE` entry of executor ``name``; ``ValueError`` for an unknown one."""
+    for entry in EXECUTOR_TABLE:
+        if entry.name == name:
+            return entry
+    raise ValueError(f"unknown executor {name!r}; known: {', '.join(EXECUTORS)}")
+
+
+def executor_options(config: RunConfig) -> dict[str, Any]:
+    """The run options ``config``'s executor takes, by :class:`RunConfig` field (e.g. ``workers``,
+    ``threads``, ``ray_address``), as :func:`xaibench.runner.workers.make_executor` takes them."""
+    return {option: getattr(config, option) for option in executor_entry(config.executor).options}
 
 
 def make_run_config(
@@ -323,10 +442,10 @@ def make_run_config(
     progress: bool = True,
     cache: bool = True,
     examples: int = EXAMPLES_PER_TRACK,
-    executor: str = "local",
+    executor: str = DEFAULT_EXECUTOR,
     workers: int = 1,
     ray_address: str | None = None,
-    device: str = "auto",
+    device: str = DEFAULT_DEVICE,
     samples: Mapping[str, Sequence[str]] | None = None,
     spelling: Spelling = API,
 ) -> RunConfig:
@@ -340,7 +459,7 @@ def make_run_config(
     _check_timeout(timeout, spelling)
     if executor not in EXECUTORS:
         raise XaibenchError(f"{spelling.value('executor', executor)}: expected one of {', '.join(EXECUTORS)}")
-    check_device(device, spelling)
+    device = check_device(device, spelling)
     return RunConfig(
         explainers=list(explainers),
         suite=suite,

@@ -382,9 +382,6 @@ class InProcessExecutor:
         self.state.explainers.clear()
 
 
-EXECUTORS = ("local", "ray", "inprocess")
-
-
 class ExplainerFailed(RuntimeError):
     """A call forwarded by an :class:`ExplainerHandle` failed in its worker (the message says why)."""
 

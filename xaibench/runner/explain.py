@@ -56,7 +56,7 @@ def track_model_spec(track: TrackContext) -> ModelSpec | None:
         name=track.spec.model,
         params=dict(track.spec.model_params),
         identity=track.model.identity,
-        device=str(track.inputs.device),
+        device=str(track.device),
     )
 
 

@@ -323,7 +323,7 @@ def answer_explain(message: Mapping[str, Any], explainer: Any, track: TrackConte
                 raise RuntimeError("explainer asked for samples that are not the track's")
             context = ExplainContext(samples=[track.samples[index[i]] for i in ids])
         out = explainer.explain(
-            model, torch.from_numpy(inputs).to(track.inputs.device), targets, seed=int(message["seed"]), context=context
+            model, torch.from_numpy(inputs).to(track.device), targets, seed=int(message["seed"]), context=context
         )
         if isinstance(out, torch.Tensor):
             out = out.detach().cpu().numpy()

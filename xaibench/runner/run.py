@@ -28,11 +28,18 @@ from xaibench.errors import XaibenchError
 from xaibench.files import remove_leftovers, write_json_atomic
 from xaibench.plugins.manager import Registry
 from xaibench.runner.cache import ExplanationCache
-from xaibench.runner.config import RunConfig
+from xaibench.runner.config import RunConfig, executor_options, resolve_device
 from xaibench.runner.cost import summarise_costs
 from xaibench.runner.dataset_worker import open_dataset
 from xaibench.runner.distributions import distribution_summary
-from xaibench.runner.estimate import REPORT_ABOVE_S, Estimate, estimate, images_per_second
+from xaibench.runner.estimate import (
+    REPORT_ABOVE_S,
+    Estimate,
+    estimate,
+    images_per_second,
+    input_pixels,
+    unknown_line,
+)
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
@@ -77,46 +84,6 @@ def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
         "device_type": device.type,
         "device_name": device_name(device),
     }
-
-
-DEVICE_CHOICES = "auto, cpu, cuda, cuda:N or mps"
-
-
-def _mps_available() -> bool:
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
-
-
-def resolve_device(name: str) -> torch.device:
-    """The device ``--device name`` means here: ``auto`` is the first CUDA GPU when torch sees
-    one, else Apple's MPS when available, else the CPU. A device that does not exist or is not
-    available here raises :class:`XaibenchError` (one line naming ``--device``)."""
-    text = str(name).strip().lower()
-    if text == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("mps") if _mps_available() else torch.device("cpu")
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        device = None
-    if device is None or device.type not in ("cpu", "cuda", "mps") or (device.type != "cuda" and device.index):
-        raise XaibenchError(f"--device {name}: unknown device; use {DEVICE_CHOICES}")
-    if device.type == "cpu":
-        return torch.device("cpu")
-    if device.type == "mps":
-        if not _mps_available():
-            raise XaibenchError(f"--device {name}: torch sees no MPS device here; use --device cpu or auto")
-        return torch.device("mps")
-    if not torch.cuda.is_available():
-        raise XaibenchError(
-            f"--device {name}: torch {torch.__version__} sees no CUDA device here; use --device cpu or auto"
-        )
-    count = torch.cuda.device_count()
-    index = torch.cuda.current_device() if device.index is None else device.index
-    if index >= count:
-        raise XaibenchError(f"--device {name}: there is no CUDA device {index}; this machine has {count}")
-    return torch.device("cuda", index)
 
 
 def device_name(device: torch.device) -> str:
@@ -235,11 +202,10 @@ class Runner:
         hide(*(Path(config.workdir) / folder / ".key" for folder in WORKDIR_KEYS))
         # Worker processes first: they fork from a process that has run no torch work and not
         # initialised CUDA yet (see runner/workers.py); closed by close() (the `with` block's end).
-        self.executor: Executor = make_executor(
-            config.executor, registry, workers=config.workers, threads=config.threads, ray_address=config.ray_address
-        )
+        self.executor: Executor = make_executor(config.executor, registry, **executor_options(config))
         try:
-            # after the executor: resolving "auto" may initialise CUDA, which forked workers must not inherit
+            # after the executor: resolving "auto" may initialise CUDA, which forked workers must not inherit.
+            # The one resolution of the run's device: tracks, workers and metrics get it from here.
             self.device = resolve_device(config.device)
             self.config = config
             self.registry = registry
@@ -270,6 +236,7 @@ class Runner:
         self.progress = Progress(enabled=False)
         self.examples: list[ExampleSet] = []
         self.loaded: dict[str, TrackContext] = {}  # tracks loaded ahead by load(), taken by run_track()
+        self.unknown_costs_said: set[str] = set()  # metrics stating no cost, said once (announce_estimate)
 
     def __enter__(self) -> Runner:
         return self
@@ -403,13 +370,18 @@ class Runner:
     def announce_estimate(self, track: TrackContext, states: Iterable[ExplainerRun]) -> Estimate | None:
         """Log one line with the estimated time of the track's remaining work when it exceeds
         :data:`~xaibench.runner.estimate.REPORT_ABOVE_S` (a minute); ``None`` without a model or
-        without work left (a resumed run that has every record)."""
+        without work left (a resumed run that has every record). A metric that states no cost is
+        said once per run (``unknown_costs_said``), the first time it has work."""
         states = list(states)
         todo = [len(s.missing_samples()) for s in states]
         speed = images_per_second(track) if any(todo) else None
         if speed is None:
             return None
-        found = estimate(states[0].metrics, todo, speed)
+        found = estimate(states[0].metrics, todo, speed, pixels=input_pixels(track))
+        unsaid = [name for name in found.unknown if name not in self.unknown_costs_said]
+        if unsaid:
+            self.unknown_costs_said.update(unsaid)
+            self.progress.log(f"[yellow]{escape(unknown_line(unsaid))}")
         if found.seconds > REPORT_ABOVE_S:
             self.progress.log(found.line(track.spec.name))
         return found

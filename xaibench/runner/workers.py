@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import multiprocessing as mp
 import os
 import signal
@@ -83,10 +84,9 @@ from typing import Any
 
 import torch
 
+from xaibench.runner.config import executor_entry
 from xaibench.runner.executors import (
-    EXECUTORS,
     Executor,
-    InProcessExecutor,
     ModelSpec,
     WorkerState,
     encode_reply,
@@ -729,18 +729,14 @@ def worker_sandbox(start_method: str = "zygote") -> str:
     return status
 
 
-def make_executor(
-    kind: str, registry: Any, *, workers: int = 1, threads: int = 1, ray_address: str | None = None
-) -> Executor:
-    """The executor ``kind``: ``local`` (worker processes on this machine), ``ray``
-    (:class:`xaibench.runner.ray_executor.RayExecutor`) or ``inprocess`` (this process; trusted
-    code only)."""
-    if kind not in EXECUTORS:
-        raise ValueError(f"unknown executor {kind!r}; known: {', '.join(EXECUTORS)}")
-    if kind == "local":
-        return LocalExecutor(registry, workers=workers, threads=threads)
-    if kind == "ray":
-        from xaibench.runner.ray_executor import RayExecutor
-
-        return RayExecutor(registry, workers=workers, threads=threads, address=ray_address)
-    return InProcessExecutor(registry, threads=threads)
+def make_executor(kind: str, registry: Any, **options: Any) -> Executor:
+    """The executor ``kind`` of :data:`~xaibench.runner.config.EXECUTOR_TABLE` (``local``: worker
+    processes on this machine, ``ray``: :class:`xaibench.runner.ray_executor.RayExecutor`,
+    ``inprocess``: this process, trusted code only), built from its entry: its constructor gets
+    the registry and the ``options`` its entry takes (run options by :class:`RunConfig` field:
+    ``workers``, ``threads``, ``ray_address``; :func:`~xaibench.runner.config.executor_options`
+    gives a configuration's), the others ignored. ``ValueError`` for an unknown ``kind``."""
+    entry = executor_entry(kind)
+    module, _, name = entry.constructor.partition(":")
+    constructor = getattr(importlib.import_module(module), name)
+    return constructor(registry, **{keyword: options[o] for o, keyword in entry.options.items() if o in options})
