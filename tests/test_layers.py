@@ -5,7 +5,7 @@ Layers, bottom to top (``docs/architecture.md`` shows the same table):
 
 0. ground floor: errors, version, files, integrity, sandbox, imaging, imagenet, seeds, params, stats,
    randomisation, allocator, lazyjson, device_random, metric_cost
-1. the public types: ``api``
+1. the public types: ``api``, and the metric families' policy table: ``families``
 2. the plugin system and the author kit: ``plugins``, ``kit``
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
    ``suites``
@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "xaibench.safe_names": 0,
     "xaibench.metric_cost": 0,
     "xaibench.api": 1,
+    "xaibench.families": 1,
     "xaibench.plugins": 2,
     "xaibench.kit": 2,
     "xaibench.datasets": 3,

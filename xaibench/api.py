@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar, get_args
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 
@@ -19,16 +19,9 @@ from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
 Family = Literal["alignment", "faithfulness", "ground_truth", "robustness", "perceptual", "other", "sanity"]
+"""Every metric family, in display order; what the board does with each is one row of
+:data:`xaibench.families.POLICIES`."""
 ExplanationKind = Literal["saliency", "concept"]
-
-FAMILIES: tuple[Family, ...] = get_args(Family)
-"""Every metric family, in display order (the one list; DESIGN 6)."""
-RANKED_FAMILIES: tuple[Family, ...] = ("alignment", "faithfulness", "ground_truth", "perceptual")
-"""The families whose mean rank enters the overall rank (on a track scored against a known answer,
-the ``ground_truth`` family alone: DESIGN 11)."""
-FAMILY_RANKED: tuple[Family, ...] = ("alignment", "faithfulness", "ground_truth", "robustness", "perceptual")
-"""The families ranked within themselves (a ``rank:<family>`` row), in display order: those of
-:data:`RANKED_FAMILIES` and ``robustness`` (DESIGN 3b), which stays out of the overall rank."""
 
 T = TypeVar("T")
 

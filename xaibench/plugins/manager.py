@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 import pluggy
 
 from xaibench.api import (
-    FAMILIES,
     Component,
     ComponentInfo,
     Dataset,
@@ -49,6 +48,7 @@ from xaibench.api import (
     value_range_problem,
 )
 from xaibench.errors import RegistrationError, UnknownComponentError, XaibenchError
+from xaibench.families import BY_NAME
 from xaibench.metric_cost import cost_problem
 from xaibench.plugins import catalogue, hookspecs
 from xaibench.version import __version__
@@ -461,8 +461,8 @@ def remote_distribution(component: type[Component] | Component) -> str | None:
 
 
 def _check_metric(cls: type[Metric], plugin: str) -> None:
-    if cls.family not in FAMILIES:
-        raise RegistrationError(f"{plugin}: metric {cls.name!r} has family {cls.family!r}; use one of {FAMILIES}")
+    if cls.family not in BY_NAME:
+        raise RegistrationError(f"{plugin}: metric {cls.name!r} has family {cls.family!r}; use one of {tuple(BY_NAME)}")
     if cls.direction not in ("higher", "lower"):
         raise RegistrationError(f"{plugin}: metric {cls.name!r} must declare direction 'higher' or 'lower'")
     problem = value_range_problem(getattr(cls, "value_range", None))
