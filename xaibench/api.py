@@ -17,7 +17,7 @@ import numpy as np
 from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
-Family = Literal["alignment", "faithfulness", "ground_truth", "robustness", "perceptual", "other", "sanity"]
+Family = Literal["alignment", "faithfulness", "robustness", "ground_truth", "perceptual", "other", "sanity"]
 ExplanationKind = Literal["saliency", "concept"]
 
 FAMILIES: tuple[Family, ...] = get_args(Family)
@@ -25,7 +25,7 @@ FAMILIES: tuple[Family, ...] = get_args(Family)
 RANKED_FAMILIES: tuple[Family, ...] = ("alignment", "faithfulness", "ground_truth", "perceptual")
 """The families whose mean rank enters the overall rank (on a track scored against a known answer,
 the ``ground_truth`` family alone: DESIGN 11)."""
-FAMILY_RANKED: tuple[Family, ...] = ("alignment", "faithfulness", "ground_truth", "robustness", "perceptual")
+FAMILY_RANKED: tuple[Family, ...] = ("alignment", "faithfulness", "robustness", "ground_truth", "perceptual")
 """The families ranked within themselves (a ``rank:<family>`` row), in display order: those of
 :data:`RANKED_FAMILIES` and ``robustness`` (DESIGN 3b), which stays out of the overall rank."""
 
