@@ -445,12 +445,19 @@ KNOWN_ANSWER_REASON = (
 )
 
 
+def scores_known_answer(e: Entry) -> bool:
+    """Whether ``e`` scores maps against a known answer on its track: a ranking metric of the
+    ``ground_truth`` family with values (it is n/a wherever the samples carry no known answer).
+    The one test of a mechanism track, for the board and for meta-evaluation (DESIGN 11)."""
+    return e.family == KNOWN_ANSWER_FAMILY and e.ranking and e.n > e.n_na
+
+
 def known_answer_diagnosis(entries: Sequence[Entry]) -> dict[str, str]:
     """family -> why it is a diagnosis, on a track scored against a known answer (DESIGN 11): where
     a ranking metric of the ``ground_truth`` family has values (it is n/a on samples without a known
     answer, so on every ordinary track), every other ranked family is shown
     and ranked within itself but leaves the overall rank; elsewhere nothing."""
-    if not any(e.family == KNOWN_ANSWER_FAMILY and e.ranking and e.n > e.n_na for e in entries):
+    if not any(scores_known_answer(e) for e in entries):
         return {}
     return {f: KNOWN_ANSWER_REASON.format(family=f) for f in RANKED_FAMILIES if f != KNOWN_ANSWER_FAMILY}
 
