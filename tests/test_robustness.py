@@ -106,8 +106,8 @@ def test_family_metadata_and_registration():
         assert (cls.family, cls.direction, cls.ranking, cls.version[0] in "12") == ("robustness", "lower", True, True)
         assert "lower is better" in cls.description and "lower is better" in (cls.__doc__ or "").lower()
         assert cls.default == (cls.name in ("max_sensitivity", "avg_sensitivity", "local_lipschitz_estimate"))
-    # shown after the faithfulness family (and the ground_truth family, DESIGN 11), before perceptual
-    assert "robustness" in BY_NAME and family_index("robustness") == family_index("ground_truth") + 1
+    # shown beside the faithfulness family, before ground_truth (DESIGN 11) and perceptual
+    assert "robustness" in BY_NAME and family_index("robustness") == family_index("faithfulness") + 1
     assert BY_NAME["robustness"].ranked_within and not BY_NAME["robustness"].counted_overall
 
 

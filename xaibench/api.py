@@ -18,7 +18,7 @@ from xaibench.metric_cost import MetricCost
 from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
-Family = Literal["alignment", "faithfulness", "ground_truth", "robustness", "perceptual", "other", "sanity"]
+Family = Literal["alignment", "faithfulness", "robustness", "ground_truth", "perceptual", "other", "sanity"]
 """Every metric family, in display order; what the board does with each is one row of
 :data:`xaibench.families.POLICIES`."""
 ExplanationKind = Literal["saliency", "concept"]

@@ -68,6 +68,7 @@ POLICIES: tuple[FamilyPolicy, ...] = (
         ),
     ),
     FamilyPolicy("faithfulness", ranked_within=True, counted_overall=True),
+    FamilyPolicy("robustness", ranked_within=True),
     FamilyPolicy(
         "ground_truth",
         ranked_within=True,
@@ -77,7 +78,6 @@ POLICIES: tuple[FamilyPolicy, ...] = (
             "reported beside the known answer (the ground_truth family), which alone makes the overall rank"
         ),
     ),
-    FamilyPolicy("robustness", ranked_within=True),
     FamilyPolicy(
         "perceptual",
         ranked_within=True,

@@ -40,12 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from xaibench.metaeval.rankings import BOOTSTRAP, kendall_tau_b, signed
-from xaibench.publish.leaderboard import Entry
+from xaibench.publish.leaderboard import Entry, scores_known_answer
 from xaibench.seeds import derive_seed
 
 TEST = "known-answer"
 FIGURE = "tau"
-GROUND_TRUTH = "ground_truth"  # the family scored against the known answer (DESIGN 11)
 PROXY = "faithfulness"  # the family whose metrics are tested against it
 MIN_EXPLAINERS = 3
 MIN_SAMPLES = 8
@@ -137,8 +136,8 @@ def verdict(low: float, high: float) -> str:
 
 
 def mechanism_tracks(entries: Iterable[Entry]) -> list[str]:
-    """The tracks of ``entries`` where some ranking metric belongs to the ``ground_truth`` family."""
-    return sorted({e.track for e in entries if e.family == GROUND_TRUTH and e.ranking})
+    """The tracks of ``entries`` scored against a known answer (:func:`scores_known_answer`)."""
+    return sorted({e.track for e in entries if scores_known_answer(e)})
 
 
 def _valued(entry: Entry) -> dict[str, float]:
@@ -163,9 +162,7 @@ def known_answer(entries: Iterable[Entry], *, seed: int = 0, reference: Iterable
     out: list[KnownAnswer] = []
     for track in mechanism_tracks(given):
         metrics = by_track.get(track, {})
-        truth = sorted(
-            m for m, es in metrics.items() if any(e.family == GROUND_TRUTH and e.ranking for e in es.values())
-        )
+        truth = sorted(m for m, es in metrics.items() if any(scores_known_answer(e) for e in es.values()))
         proxies = sorted(m for m, es in metrics.items() if any(e.family == PROXY for e in es.values()))
         for metric in proxies:
             out.append(_one(track, metric, metrics, truth, seed))

@@ -430,17 +430,25 @@ def na_flag(n: int, n_na: int, rules: Rules = RULES) -> str | None:
     return f"n/a {round(100 * n_na / total)} %"
 
 
+def scores_known_answer(e: Entry) -> bool:
+    """Whether ``e`` scores maps against a known answer on its track: a ranking metric of a
+    known-answer family (a row with ``known_answer``, :mod:`xaibench.families`) with values (it is
+    n/a wherever the samples carry no known answer). The one test of a mechanism track, for the
+    board and for meta-evaluation (DESIGN 11)."""
+    return policy_of(e.family).known_answer != "" and e.ranking and e.n > e.n_na
+
+
 def known_answer_diagnosis(entries: Sequence[Entry]) -> dict[str, str]:
     """family -> why it is a diagnosis, on a track scored against a known answer (DESIGN 11): where
-    a ranking metric of a known-answer family (a row with ``known_answer``,
-    :mod:`xaibench.families`) has values (it is n/a on samples without a known answer, so on
-    every ordinary track), every other counted family is shown and ranked within itself but
-    leaves the overall rank, with that row's reason; elsewhere nothing."""
-    for known in (p for p in POLICIES if p.known_answer):
-        if any(e.family == known.name and e.ranking and e.n > e.n_na for e in entries):
-            proxies = [p.name for p in POLICIES if p.counted_overall and p is not known]
-            return {f: known.known_answer.format(family=f) for f in proxies}
-    return {}
+    a ranking metric of a known-answer family has values (:func:`scores_known_answer`; n/a on
+    samples without a known answer, so on every ordinary track), every other counted family is
+    shown and ranked within itself but leaves the overall rank, with that row's reason; elsewhere
+    nothing."""
+    known = next((e.family for e in entries if scores_known_answer(e)), None)
+    if known is None:
+        return {}
+    reason = policy_of(known).known_answer
+    return {p.name: reason.format(family=p.name) for p in POLICIES if p.counted_overall and p.name != known}
 
 
 def rank_track(

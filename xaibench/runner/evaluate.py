@@ -125,7 +125,7 @@ def _score_track(
     ids = [s.id for s in track.samples]
     failed = [sid for sid in ids if sid in failures]
     size = _map_size(track, explanations)
-    constant = _constant_maps(failed, failures, explanations, kind) if size is not None else []
+    constant = _constant_maps(failed, failures, kind) if size is not None else []
     if failed:
         scores = [
             SampleScore(m, sid, None, failures[sid])
@@ -165,11 +165,8 @@ def _score_track(
             yield scores
 
 
-def _constant_maps(
-    failed: list[str], failures: Mapping[str, str], explanations: Mapping[str, Explanation], kind: str
-) -> list[str]:
-    """The failed samples whose map was refused for being constant (saliency only), where a map
-    size is known to stand one in."""
+def _constant_maps(failed: list[str], failures: Mapping[str, str], kind: str) -> list[str]:
+    """The failed samples whose map was refused for being constant (saliency maps only)."""
     if kind != "saliency":
         return []
     return [sid for sid in failed if failures[sid] == CONSTANT_MAP]

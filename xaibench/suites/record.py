@@ -25,7 +25,7 @@ versions stay readable (their submissions name their suite).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from xaibench.api import Suite, TrackSpec
@@ -176,14 +176,7 @@ RECORD_TRACKS: tuple[RecordTrack, ...] = (
     _real("oxford-pets", "26 Oxford-IIIT Pets images with trimaps; EfficientNet-Lite0."),
     _real("coco", "10 COCO val2017 images with instance masks; EfficientNet-Lite0."),
     *(
-        RecordTrack(
-            TrackSpec(
-                **{
-                    **mechanism_track(kind, MECHANISM_SAMPLES).__dict__,
-                    "metrics": MECHANISM_RECORD_METRICS,
-                }
-            )
-        )
+        RecordTrack(replace(mechanism_track(kind, MECHANISM_SAMPLES), metrics=MECHANISM_RECORD_METRICS))
         for kind in MECHANISM_KINDS
     ),
 )
