@@ -18,8 +18,8 @@ from xaibench import hookimpl
 from xaibench.api import Explainer, ForwardCounter
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
+from xaibench.runner.isolation.workers import worker_sandbox
 from xaibench.runner.run import RunConfig, environment, resolve_device, run
-from xaibench.runner.workers import worker_sandbox
 
 CUDA = torch.cuda.is_available()
 MPS = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())

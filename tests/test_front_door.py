@@ -198,7 +198,7 @@ def test_every_executor_is_one_entry_of_the_table() -> None:
     from xaibench.plugins.manager import get_registry
     from xaibench.runner.config import CLI_EXECUTORS, EXECUTOR_TABLE, EXECUTORS, RunConfig, executor_options
     from xaibench.runner.executors import InProcessExecutor
-    from xaibench.runner.workers import make_executor
+    from xaibench.runner.isolation.workers import make_executor
 
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     assert EXECUTORS == ("local", "ray", "inprocess") and CLI_EXECUTORS == ("local", "ray")

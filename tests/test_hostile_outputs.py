@@ -30,7 +30,7 @@ from xaibench.api import Explainer, MetricOutput
 from xaibench.cli import main
 from xaibench.plugins import manager
 from xaibench.runner.distributions import histogram
-from xaibench.runner.metric_worker import MAX_VALUE, checked_output
+from xaibench.runner.isolation.metric_worker import MAX_VALUE, checked_output
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS_DIST = "xb-hostile-metrics"

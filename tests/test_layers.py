@@ -216,3 +216,76 @@ def test_docs_architecture_lists_the_same_layers() -> None:
             module = "xaibench" if path == "xaibench" else "xaibench." + path.replace("/", ".")
             documented[module] = int(row.group(1))
     assert documented == LAYERS
+
+
+RUNNER = "xaibench.runner"
+
+
+def runner_public_names() -> set[str]:
+    """The names of ``xaibench/runner/__init__.py``'s ``__all__`` (a literal list)."""
+    tree = ast.parse(MODULES[RUNNER].read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    raise AssertionError("xaibench/runner/__init__.py has no literal __all__")
+
+
+def runner_internals_imported(path: Path, public: set[str]) -> list[str]:
+    """The imports in ``path`` that reach past the runner's public face: a runner module by name, or
+    a name of ``xaibench.runner`` outside its ``__all__``."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.startswith(RUNNER + ".")]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.startswith(RUNNER + "."):
+                found.append(f"line {node.lineno}: from {node.module} import ...")
+            elif node.module == RUNNER:
+                found += [f"line {node.lineno}: {a.name}" for a in node.names if a.name not in public]
+    return found
+
+
+def test_outside_the_runner_only_its_public_names_are_imported() -> None:
+    """Package modules outside ``xaibench/runner/`` use the names of ``xaibench.runner.__all__``
+    and nothing else (its life cycle, isolation and storage modules are internal); tests and
+    benches may reach in."""
+    public = runner_public_names()
+    offenders = {
+        module: bad
+        for module, path in MODULES.items()
+        if module != RUNNER and not module.startswith(RUNNER + ".")
+        for bad in [runner_internals_imported(path, public)]
+        if bad
+    }
+    assert offenders == {}, f"import these through xaibench.runner's public names: {offenders}"
+
+
+def test_the_public_face_check_catches_an_internal_import(tmp_path: Path) -> None:
+    """The checker itself: a runner module by name, or an unlisted name, is caught; public names pass."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from xaibench.runner import Runner, _private\n"
+        "def f():\n    from xaibench.runner.storage.store import RecordStore\n"
+        "import xaibench.runner.run\n",
+        encoding="utf-8",
+    )
+    assert sorted(runner_internals_imported(source, {"Runner"})) == [
+        "line 1: _private",
+        "line 3: from xaibench.runner.storage.store import ...",
+        "line 4: import xaibench.runner.run",
+    ]
+
+
+def test_the_public_names_resolve_to_their_one_definition() -> None:
+    """Every public name is defined in the module :data:`xaibench.runner.PUBLIC` says, resolves
+    lazily, and ``__all__`` lists exactly those names."""
+    import importlib
+
+    import xaibench.runner as runner
+
+    assert sorted(runner.__all__) == sorted(runner.PUBLIC)
+    for name, module in runner.PUBLIC.items():
+        value = getattr(runner, name)
+        assert value is getattr(importlib.import_module(module), runner.ALIASES.get(name, name)), name
+    with pytest.raises(AttributeError, match="no public name 'workers'"):
+        runner.workers  # noqa: B018

@@ -13,7 +13,7 @@ from xaibench.errors import XaibenchError
 from xaibench.publish.board import build_leaderboard
 from xaibench.publish.validation import validate_file
 from xaibench.results import records
-from xaibench.runner.store import RecordStore
+from xaibench.runner.storage.store import RecordStore
 from xaibench.testing.scale import (
     BUILTIN_METRICS,
     NA_REASONS,

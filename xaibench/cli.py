@@ -22,7 +22,7 @@ from xaibench.params import parse_value
 from xaibench.plugins import manager
 from xaibench.plugins.manager import KIND_BASES, get_registry
 from xaibench.publish.writers import term_line, term_text
-from xaibench.runner.config import (
+from xaibench.runner import (
     CLI,
     CLI_EXECUTORS,
     DEFAULT_DEVICE,
@@ -31,7 +31,7 @@ from xaibench.runner.config import (
     make_run_config,
     suite_tracks,
 )
-from xaibench.runner.config import data_dir as with_data_dir
+from xaibench.runner import data_dir as with_data_dir
 from xaibench.suites.suite_file import is_suite_file
 
 console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "160")))
@@ -172,7 +172,7 @@ QUIET_OPTION = click.option("--quiet", "-q", is_flag=True, help="No progress bar
 
 def _writable_folder(path: Path, option: str) -> None:
     """Fail at once with one line naming the option when ``path`` cannot be a folder we write in
-    (the messages match those of the runner's workdir lock, :class:`xaibench.runner.store.WorkdirLock`)."""
+    (the messages match those of the runner's workdir lock, :class:`xaibench.runner.storage.store.WorkdirLock`)."""
     check_writable_folder(path, f"{option} {path}")
 
 
@@ -402,7 +402,7 @@ def run(
     """
     from xaibench.publish.writers import print_leaderboard
     from xaibench.python_api import run_with
-    from xaibench.runner.run import resolve_explainers
+    from xaibench.runner import resolve_explainers
 
     explainer_params = _parse_params(params)
     _check_params(explainer_params, resolve_explainers(get_registry(), _split(explainers)))
@@ -566,7 +566,7 @@ def score(
     dataset: str, explanations: Path, model: str | None, metrics: tuple[str, ...], seed: int, as_json: bool
 ) -> None:
     """Score precomputed saliency maps without writing a plugin."""
-    from xaibench.runner.score import score_folder
+    from xaibench.runner import score_folder
 
     result = score_folder(get_registry(), dataset, explanations, model, _split(metrics) or None, seed)
     if as_json:
@@ -1189,7 +1189,7 @@ def records_convert(workdir: Path) -> None:
 
     A JSONL workdir from an older xaibench converts in place; running it again changes nothing.
     """
-    from xaibench.runner.records_tools import convert
+    from xaibench.runner import convert
 
     click.echo(convert(workdir).line(workdir))
 
@@ -1199,7 +1199,7 @@ def records_convert(workdir: Path) -> None:
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="JSONL file to write (default: stdout).")
 def records_export(workdir: Path, out: Path | None) -> None:
     """Write every record of WORKDIR as JSONL, one xaibench.record/1 object per line."""
-    from xaibench.runner.records_tools import export
+    from xaibench.runner import export
 
     n = export(workdir, out)
     if out is not None:

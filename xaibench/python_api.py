@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from xaibench.errors import XaibenchError
 from xaibench.files import check_writable_folder
 from xaibench.publish.record_bundle import JoinedRecord, join_record
-from xaibench.runner import health
-from xaibench.runner.config import (
+from xaibench.runner import (
     ADHOC_SUITE,
     API,
     DEFAULT_DEVICE,
@@ -32,12 +31,13 @@ from xaibench.runner.config import (
     EXECUTORS,
     Spelling,
     data_dir,
+    health_lines,
     make_run_config,
     parameter_mapping,
+    record_files,
     run_outputs,
     suite_tracks,
 )
-from xaibench.runner.store import record_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,13 +82,13 @@ class RunResults:
     @property
     def errors(self) -> list[str]:
         """Why the run's answer cannot be read (e.g. a track mostly n/a), one line each; the
-        command line prints them in red and exits 1 (:func:`xaibench.runner.health.health_lines`)."""
-        return health.health_lines(self.summary)[0]
+        command line prints them in red and exits 1 (:func:`xaibench.runner.health_lines`)."""
+        return health_lines(self.summary)[0]
 
     @property
     def warnings(self) -> list[str]:
         """What to doubt in the answer (e.g. a model at chance on a track), one line each."""
-        return health.health_lines(self.summary)[1]
+        return health_lines(self.summary)[1]
 
     @property
     def tracks(self) -> list[str]:
@@ -306,7 +306,7 @@ def run_with(spelling: Spelling, **arguments: Any) -> RunResults:
     line calls this with ``--option`` spellings (:data:`xaibench.runner.config.CLI`), so both
     front doors are one operation."""
     from xaibench.plugins.manager import get_registry
-    from xaibench.runner.run import Runner, resolve_explainers
+    from xaibench.runner import Runner, resolve_explainers
 
     a = arguments
     registry = get_registry()
@@ -670,9 +670,8 @@ def _planted_cue(
     from xaibench.metaeval.planted import planted_validity
     from xaibench.plugins.manager import get_registry
     from xaibench.results import records
-    from xaibench.runner.config import data_dir as data_dir_set
-    from xaibench.runner.run import resolve_tracks
-    from xaibench.runner.track import load_track
+    from xaibench.runner import data_dir as data_dir_set
+    from xaibench.runner import load_track, resolve_tracks
 
     frame = records(results.workdir)
     faithful = frame[(frame["family"] == "faithfulness") & frame["track"].isin(tracks)]
@@ -729,8 +728,8 @@ def _protocol(
     """Protocol sensitivity (:mod:`xaibench.applications.meta_protocol`) of the run's ranking metrics."""
     from xaibench.applications.meta_protocol import protocol_runs
     from xaibench.plugins.manager import get_registry
-    from xaibench.runner.config import data_dir as data_dir_set
-    from xaibench.runner.run import resolve_tracks
+    from xaibench.runner import data_dir as data_dir_set
+    from xaibench.runner import resolve_tracks
 
     registry = get_registry()
     suite_name, wanted, given = _suite(suite, tracks)
@@ -761,8 +760,8 @@ def _human_ceilings(
     from xaibench.metaeval.ceiling import DATASET, human_ceiling
     from xaibench.plugins.manager import get_registry
     from xaibench.results import records
-    from xaibench.runner.config import data_dir as data_dir_set
-    from xaibench.runner.run import resolve_tracks
+    from xaibench.runner import data_dir as data_dir_set
+    from xaibench.runner import resolve_tracks
 
     registry = get_registry()
     out: dict[tuple[str, str], Any] = {}
@@ -803,8 +802,8 @@ def _consistency(
     from xaibench.plugins.manager import get_registry
     from xaibench.publish.leaderboard import entries_from_submissions, resolve_duplicates
     from xaibench.publish.submission import read_submissions
-    from xaibench.runner.config import data_dir as data_dir_set
-    from xaibench.runner.run import resolve_tracks
+    from xaibench.runner import data_dir as data_dir_set
+    from xaibench.runner import resolve_tracks
 
     if which == "none" or results.submissions_dir is None:
         return {}

@@ -19,8 +19,7 @@ from typing import Any
 from xaibench.errors import XaibenchError
 from xaibench.params import parse_value
 from xaibench.plugins.manager import Registry
-from xaibench.runner.executors import explainer_handles
-from xaibench.runner.run import RunConfig, Runner, RunResult
+from xaibench.runner import RunConfig, Runner, RunResult, explainer_handles
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from xaibench.metaeval.ceiling import Ceiling
 from xaibench.metaeval.files import digests
 from xaibench.metaeval.submissions import meta_of_submissions
 from xaibench.publish.gate import META_SCHEMA
-from xaibench.runner.store import record_files
+from xaibench.runner import record_files
 
 TOLERANCE = 1e-9  # absolute, figures recomputed from the submissions
 RERUN_TOLERANCE = 1e-6  # absolute, figures of validity tests re-run through the runner

@@ -88,9 +88,9 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
 COST_FIELDS = ("forward_passes", "explanations", "shared")
 """The fields of a :class:`~xaibench.api.MetricCost`, as a stand-in carries them."""
 # Every kind runs only where its distribution is imported for real. A dataset's samples are
-# loaded in a worker and reach the runner as data (xaibench.runner.dataset_worker); a model or an
+# loaded in a worker and reach the runner as data (xaibench.runner.isolation.dataset_worker); a model or an
 # encoder is built in a worker of its own that answers forward passes and embeddings as data
-# (xaibench.runner.component_worker).
+# (xaibench.runner.isolation.component_worker).
 STAND_IN_KINDS = frozenset(ATTRIBUTES)
 
 
@@ -292,7 +292,7 @@ def stand_in(kind: str, data: Mapping[str, Any], distribution: str, plugin: str)
 
 def _dataset_init(self: Any, **params: Any) -> None:
     """A stand-in dataset (or model) keeps its parameters: the runner sends them to the worker that
-    builds the real one (:mod:`xaibench.runner.dataset_worker`). Names the plugin's constructor does not
+    builds the real one (:mod:`xaibench.runner.isolation.dataset_worker`). Names the plugin's constructor does not
     take, or required ones missing, raise ``TypeError`` here, as they would there."""
     signature = getattr(type(self), "__signature__", None)
     if isinstance(signature, inspect.Signature):
@@ -398,7 +398,7 @@ def _points_key(points: Sequence[EntryPoint]) -> str:
 
 def handed_over() -> dict[str, dict[str, Any]]:
     """The descriptions this process used, as JSON-able data, for a process it starts on another
-    machine or with another ``sys.path`` (a Ray actor's child, :mod:`xaibench.runner.ray_child`):
+    machine or with another ``sys.path`` (a Ray actor's child, :mod:`xaibench.runner.isolation.ray_child`):
     :func:`adopt` there uses them instead of probing every distribution again."""
     return dict(_DESCRIBED)
 

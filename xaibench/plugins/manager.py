@@ -83,7 +83,7 @@ on_plugin_error: Callable[[str], None] | None = None
 # How this process reaches a model or an encoder of a distribution it holds as a stand-in, by kind:
 # called with the stand-in instance (its class data and validated parameters), it returns a proxy
 # whose calls run in a worker that imports the distribution. The runner installs them
-# (xaibench.runner.component_worker); without one, the stand-in itself is returned and its
+# (xaibench.runner.isolation.component_worker); without one, the stand-in itself is returned and its
 # behaviour raises ``StandInError``.
 remote_builders: dict[str, Callable[[Any], Any]] = {}
 
@@ -199,7 +199,7 @@ class Registry:
         """The entry points of the group, known from their distributions' descriptions
         (:mod:`xaibench.plugins.catalogue`): every component becomes a stand-in and no plugin code
         runs in this process (a dataset's samples are loaded in a worker,
-        :mod:`xaibench.runner.dataset_worker`; a model or an encoder is reached through a proxy,
+        :mod:`xaibench.runner.isolation.dataset_worker`; a model or an encoder is reached through a proxy,
         :data:`remote_builders`)."""
         allow = _env_list("XAIBENCH_LOAD_PLUGINS")
         block = _env_list("XAIBENCH_DISABLE_PLUGINS") or set()

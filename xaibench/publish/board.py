@@ -57,7 +57,7 @@ from xaibench.publish.shapes import (
 )
 from xaibench.publish.submission import read_submissions
 from xaibench.publish.submission_files import Submission
-from xaibench.runner.chance import chance_warning
+from xaibench.runner import chance_warning
 
 LEADERBOARD_SCHEMA = "xaibench.leaderboard/2"
 CLAIMED_VERIFIED = "claims verified (not checked here)"

@@ -44,11 +44,11 @@ from xaibench.publish.submission_files import (
     read_bytes,
     submission_text,
 )
-from xaibench.runner.config import IN_PROCESS_EXECUTORS
+from xaibench.runner import IN_PROCESS_EXECUTORS
 from xaibench.safe_names import checked_name
 
 if TYPE_CHECKING:  # the runner imports torch; reading and ranking submissions needs neither
-    from xaibench.runner.run import RunResult
+    from xaibench.runner import RunResult
 
 SUBMISSION_SCHEMA = SCHEMA_V2
 """The format this version writes; :data:`SUPPORTED_SCHEMAS` are those it reads."""

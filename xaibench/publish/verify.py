@@ -64,8 +64,7 @@ from xaibench.plugins.manager import Registry
 from xaibench.publish.recompute import NA_REASONS_KEPT
 from xaibench.publish.submission import load_submission
 from xaibench.publish.submission_files import metric_values
-from xaibench.runner.config import CLI_EXECUTORS, IN_PROCESS_EXECUTORS, RunConfig, make_run_config
-from xaibench.runner.run import Runner, resolve_tracks
+from xaibench.runner import CLI_EXECUTORS, IN_PROCESS_EXECUTORS, RunConfig, Runner, make_run_config, resolve_tracks
 from xaibench.suites.metric_selection import resolve_metrics
 from xaibench.version import __version__
 
@@ -677,7 +676,7 @@ def _outcomes(
 def _na_reasons(workdir: Path) -> dict[tuple[str, str, str], str]:
     """``(track, metric, sample) -> na_reason`` of every n/a record a re-run wrote into ``workdir``
     (it runs one explainer)."""
-    from xaibench.runner.store import RecordStore, journals
+    from xaibench.runner import RecordStore, journals
 
     out: dict[tuple[str, str, str], str] = {}
     for journal in journals(workdir / "results"):

@@ -27,8 +27,7 @@ from pathlib import Path
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry, get_registry
 from xaibench.publish.submission import load_submission, submission_filename, write_run
-from xaibench.runner.config import API, DEFAULT_EXECUTOR, data_dir, make_run_config
-from xaibench.runner.run import Runner, resolve_explainers
+from xaibench.runner import API, DEFAULT_EXECUTOR, Runner, data_dir, make_run_config, resolve_explainers
 from xaibench.safe_names import checked_name
 from xaibench.suites.record import RECORD_SUITE, RECORD_TRACKS, missing_tracks
 

@@ -84,10 +84,12 @@ class ExecutorEntry:
 
 
 EXECUTOR_TABLE: tuple[ExecutorEntry, ...] = (
-    ExecutorEntry("local", "xaibench.runner.workers:LocalExecutor", {"workers": "workers", "threads": "threads"}),
+    ExecutorEntry(
+        "local", "xaibench.runner.isolation.workers:LocalExecutor", {"workers": "workers", "threads": "threads"}
+    ),
     ExecutorEntry(
         "ray",
-        "xaibench.runner.ray_executor:RayExecutor",
+        "xaibench.runner.isolation.ray_executor:RayExecutor",
         {"workers": "workers", "threads": "threads", "ray_address": "address"},
     ),
     ExecutorEntry(
@@ -421,7 +423,7 @@ def executor_entry(name: str) -> ExecutorEntry:
 
 def executor_options(config: RunConfig) -> dict[str, Any]:
     """The run options ``config``'s executor takes, by :class:`RunConfig` field (e.g. ``workers``,
-    ``threads``, ``ray_address``), as :func:`xaibench.runner.workers.make_executor` takes them."""
+    ``threads``, ``ray_address``), as :func:`xaibench.runner.isolation.workers.make_executor` takes them."""
     return {option: getattr(config, option) for option in executor_entry(config.executor).options}
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from xaibench.api import ComponentInfo, Explainer, Metric
-from xaibench.runner.cache import digest
 from xaibench.runner.config import IN_PROCESS_EXECUTORS
 from xaibench.runner.evaluate import SampleScore
+from xaibench.runner.storage.cache import digest
 from xaibench.runner.track import TrackContext
 
 RECORD_SCHEMA = "xaibench.record/1"

@@ -27,10 +27,8 @@ from xaibench.api import Explainer, Metric, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.files import remove_leftovers, write_json_atomic
 from xaibench.plugins.manager import Registry
-from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.config import RunConfig, executor_options, resolve_device
 from xaibench.runner.cost import summarise_costs
-from xaibench.runner.dataset_worker import open_dataset
 from xaibench.runner.distributions import distribution_summary
 from xaibench.runner.estimate import (
     REPORT_ABOVE_S,
@@ -45,7 +43,9 @@ from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
 from xaibench.runner.explain import CachedExplainer, Explanations, cached_costs, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
-from xaibench.runner.metric_worker import MetricWorkers
+from xaibench.runner.isolation.dataset_worker import open_dataset
+from xaibench.runner.isolation.metric_worker import MetricWorkers
+from xaibench.runner.isolation.workers import make_executor
 from xaibench.runner.pins import check_revisions
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import (
@@ -56,9 +56,9 @@ from xaibench.runner.records import (
     runtime_key,
     unverified_line,
 )
-from xaibench.runner.store import RecordStore, WorkdirLock, track_journal
+from xaibench.runner.storage.cache import ExplanationCache
+from xaibench.runner.storage.store import RecordStore, WorkdirLock, track_journal
 from xaibench.runner.track import TrackContext, load_track
-from xaibench.runner.workers import make_executor
 from xaibench.sandbox import HIDDEN_VARIABLE, WORKDIR_KEYS, hide
 from xaibench.stats import INTERVAL_RULE, summarise
 from xaibench.suites.metric_selection import check_selectors, resolve_metrics, track_has_masks
@@ -91,6 +91,13 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return str(torch.cuda.get_device_name(device))
     return device.type
+
+
+def explanation_cache(workdir: str | Path, runtime: dict[str, Any] | None = None) -> ExplanationCache:
+    """The explanation cache of ``workdir`` (``<workdir>/cache/explanations``), in the scope of
+    ``runtime`` (a run's :func:`environment`; this process's on the CPU when omitted): the one
+    place the cache's scope is made, for a run and for tools that read or fill a run's cache."""
+    return ExplanationCache(Path(workdir) / "cache" / "explanations", scope=runtime_key(runtime or environment()))
 
 
 def resolve_explainers(registry: Registry, names: Sequence[str]) -> list[str]:
@@ -194,14 +201,17 @@ class Runner:
     Every step is resumable: records already in ``<workdir>/results`` are not recomputed.
     """
 
-    def __init__(self, config: RunConfig, registry: Registry) -> None:
+    def __init__(self, config: RunConfig, registry: Registry, *, explanations_from: Path | None = None) -> None:
+        """``explanations_from``: another workdir whose explanation cache this run reads and fills
+        (a re-scoring of that run's explanations, :mod:`xaibench.applications.meta_protocol`);
+        by default the run's own workdir."""
         prepare_process(config.threads)  # before the workers start: they inherit it
         # the workdir's integrity keys (records, explanation cache) unreadable in every sandbox
         # started while this runner lives (the variable is restored by close())
         self._hidden_before = os.environ.get(HIDDEN_VARIABLE)
         hide(*(Path(config.workdir) / folder / ".key" for folder in WORKDIR_KEYS))
         # Worker processes first: they fork from a process that has run no torch work and not
-        # initialised CUDA yet (see runner/workers.py); closed by close() (the `with` block's end).
+        # initialised CUDA yet (see runner/isolation/workers.py); closed by close() (the `with` block's end).
         self.executor: Executor = make_executor(config.executor, registry, **executor_options(config))
         try:
             # after the executor: resolving "auto" may initialise CUDA, which forked workers must not inherit.
@@ -221,7 +231,7 @@ class Runner:
         except BaseException:
             self.close()
             raise
-        # third-party metrics are scored in worker processes of their own (runner/metric_worker.py)
+        # third-party metrics are scored in worker processes of their own (runner/isolation/metric_worker.py)
         self.metric_workers = MetricWorkers(timeout=config.timeout, threads=config.threads)
         self.environment = environment(self.device)
         # what confines the workers (sandbox.py), local or Ray; "none" for the in-process executor
@@ -229,9 +239,7 @@ class Runner:
         # "inprocess" runs (and so imports) the plugins it calls in this process: trusted code only
         self.environment["executor"] = config.executor
         self.cache = (
-            ExplanationCache(config.workdir / "cache" / "explanations", scope=runtime_key(self.environment))
-            if config.use_cache
-            else None
+            explanation_cache(explanations_from or config.workdir, self.environment) if config.use_cache else None
         )
         self.progress = Progress(enabled=False)
         self.examples: list[ExampleSet] = []

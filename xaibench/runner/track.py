@@ -14,8 +14,8 @@ from xaibench.api import Dataset, ForwardCounter, Model, Sample, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.explainers.planted import reliance, relies_on
 from xaibench.plugins.manager import Registry
-from xaibench.runner.cache import image_digest
 from xaibench.runner.chance import model_check
+from xaibench.runner.storage.cache import image_digest
 
 CPU = torch.device("cpu")
 
@@ -69,11 +69,11 @@ def load_track(
     ``only`` that is not among the first samples raises :class:`XaibenchError` naming it.
 
     A third-party dataset (a stand-in) is loaded in a worker, within ``timeout`` seconds
-    (:func:`xaibench.runner.dataset_worker.open_dataset`): the runner gets its samples as data. A
+    (:func:`xaibench.runner.isolation.dataset_worker.open_dataset`): the runner gets its samples as data. A
     third-party model is built in a worker of its own and reached through a proxy
-    (:class:`xaibench.runner.component_worker.RemoteModel`)."""
-    from xaibench.runner import component_worker
-    from xaibench.runner.dataset_worker import open_dataset  # it imports this module's users
+    (:class:`xaibench.runner.isolation.component_worker.RemoteModel`)."""
+    from xaibench.runner.isolation import component_worker
+    from xaibench.runner.isolation.dataset_worker import open_dataset  # it imports this module's users
 
     effective_limit = min(x for x in (limit, spec.limit) if x is not None) if (limit or spec.limit) else None
     dataset: Dataset = open_dataset(

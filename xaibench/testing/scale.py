@@ -18,7 +18,7 @@ some pairs tie. Each (track, explainer, metric) has an n/a share drawn in ``[0, 
 Metric ids are the built-in metrics' (``xaibench list metrics``: the ranking ones first, with
 their family, direction and version), then ``m_<k>`` (family and direction in turn) beyond the
 catalogue. Records have the keys and fields of :class:`xaibench.runner.records.RecordMaker` and
-are written through :meth:`xaibench.runner.store.RecordStore.append`; submissions are built from
+are written through :meth:`xaibench.runner.storage.store.RecordStore.append`; submissions are built from
 a run summary (:func:`xaibench.stats.summarise`, :func:`~xaibench.runner.distributions.distribution_summary`)
 by :func:`xaibench.publish.submission.write_submissions`, so both follow the project's formats.
 """
@@ -38,10 +38,7 @@ import numpy as np
 from xaibench.errors import XaibenchError
 from xaibench.publish.submission import write_submissions
 from xaibench.publish.submission_files import SCHEMA_V1, per_sample
-from xaibench.runner.cache import digest
-from xaibench.runner.distributions import distribution_summary
-from xaibench.runner.records import KEY_VERSION, RECORD_SCHEMA
-from xaibench.runner.store import RecordStore, track_journal
+from xaibench.runner import KEY_VERSION, RECORD_SCHEMA, RecordStore, digest, distribution_summary, track_journal
 from xaibench.stats import INTERVAL_RULE, summarise
 
 BUILTIN_METRICS: tuple[tuple[str, str, str, bool], ...] = (
