@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-import xaibench.cli as cli_module
+import xaibench.cli.output as cli_module
 from tests._distributions import write_distribution
 from xaibench import hookimpl
 from xaibench.api import Explainer, MetricOutput

@@ -10,7 +10,7 @@ Layers, bottom to top (``docs/architecture.md`` shows the same table):
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
    ``suites``
 4. the run lifecycle: ``runner``
-5. publishing and tools built on runs: ``publish``, ``pasta.training``, ``results`` (DataFrames),
+5. publishing and tools built on runs: ``publish``, ``pasta.training``, ``results`` (DataFrames), ``run_results``,
    ``applications`` (``xaibench tune`` and ``select``), ``metaeval`` (meta-evaluation, ``xaibench meta``)
 6. the static site: ``site``
 7. the entry points: ``testing``, ``scaffold``, ``cli``, ``python_api``, ``record`` and the package facade ``xaibench``
@@ -62,6 +62,7 @@ LAYERS: dict[str, int] = {
     "xaibench.publish": 5,
     "xaibench.pasta.training": 5,
     "xaibench.results": 5,
+    "xaibench.run_results": 5,
     "xaibench.applications": 5,
     "xaibench.metaeval": 5,
     "xaibench.site": 6,

@@ -244,7 +244,7 @@ def meta_consistency(
     ``run_options``: :func:`xaibench.runner.config.make_run_config`'s options (batch size,
     threads, executor, workers, device, timeout, progress, cache)."""
     from xaibench.results import records
-    from xaibench.runner import Runner, make_run_config
+    from xaibench.runner import Runner, RunOptions, make_run_config
 
     plans = {s.name: plan_track(s, registry, seed=seed, limit=limit) for s in specs}
     to_run: list[TrackSpec] = []
@@ -262,8 +262,8 @@ def meta_consistency(
             explainer_params=params,
             seed=seed,
             workdir=workdir,
+            options=RunOptions(**run_options),
             examples=0,
-            **run_options,
         )
         with Runner(config, registry) as runner:
             runner.run()

@@ -64,7 +64,16 @@ from xaibench.plugins.manager import Registry
 from xaibench.publish.recompute import NA_REASONS_KEPT
 from xaibench.publish.submission import load_submission
 from xaibench.publish.submission_files import metric_values
-from xaibench.runner import CLI_EXECUTORS, IN_PROCESS_EXECUTORS, RunConfig, Runner, make_run_config, resolve_tracks
+from xaibench.runner import (
+    CLI_EXECUTORS,
+    IN_PROCESS_EXECUTORS,
+    RUN_DEFAULTS,
+    RunConfig,
+    Runner,
+    RunOptions,
+    make_run_config,
+    resolve_tracks,
+)
 from xaibench.suites.metric_selection import resolve_metrics
 from xaibench.version import __version__
 
@@ -78,7 +87,7 @@ SEED_BITS = 32
 """A fresh seed is one of ``2**SEED_BITS``."""
 MISSING = "the re-run produced no record"
 """The re-run reason of a record the re-run did not produce (never a match)."""
-DEFAULT_BATCH_SIZE = 16
+DEFAULT_BATCH_SIZE = RUN_DEFAULTS.batch_size
 """The batch size re-run for a submission that does not record its own (``xaibench run``'s default)."""
 VOLATILE_METRIC_PARAMS = ("checkpoint",)
 """Metric parameters not compared: a PASTA checkpoint's name or path (its content is compared,
@@ -487,6 +496,8 @@ def verify_submission(
     if batch_size is None:
         batch_size = DEFAULT_BATCH_SIZE
         result.notes.append(f"the submission does not record its batch size: re-running with {batch_size}")
+    # the recorded machine options; no progress bars, no cache (every value is computed again)
+    options = RunOptions(batch_size=batch_size, threads=threads, progress=False, cache=False, device=device)
 
     def configure(workdir: str, samples: Mapping[str, list[str]], metric_ids: list[str]) -> RunConfig:
         try:
@@ -499,12 +510,8 @@ def verify_submission(
                 seed=run_seed,
                 limit=_limit(path, data, sorted(samples)),
                 workdir=Path(workdir),
-                threads=threads,
-                batch_size=batch_size,
-                progress=False,
-                cache=False,
+                options=options,
                 examples=0,
-                device=device,
                 samples=dict(samples),
                 suite_tracks=given,
             )

@@ -11,7 +11,8 @@ The names are resolved on first use (PEP 562), so importing a worker module (whi
 package first) loads nothing it does not need: a sandboxed child stays light until it is confined.
 
 - **A run**: :class:`Runner`, :class:`RunConfig`, :func:`make_run_config` (the one way to build a
-  configuration), :class:`RunResult`, :func:`resolve_explainers`, :func:`resolve_tracks`,
+  configuration), :class:`RunOptions` (the machine options every run takes; defaults
+  :data:`RUN_DEFAULTS`), :class:`RunResult`, :func:`resolve_explainers`, :func:`resolve_tracks`,
   :func:`environment`, and the run options' tables (:data:`API`, :data:`CLI`, :class:`Spelling`,
   :data:`EXECUTORS`, :data:`DEFAULT_EXECUTOR`, :data:`DEFAULT_DEVICE`, ...).
 - **Tracks**: :func:`load_track`, :func:`build_track`, :func:`open_dataset`.
@@ -40,6 +41,8 @@ PUBLIC: dict[str, str] = {
     "environment": "xaibench.runner.run",
     "explanation_cache": "xaibench.runner.run",
     "RunConfig": "xaibench.runner.config",
+    "RunOptions": "xaibench.runner.config",
+    "RUN_DEFAULTS": "xaibench.runner.config",
     "make_run_config": "xaibench.runner.config",
     "ADHOC_SUITE": "xaibench.runner.config",
     "API": "xaibench.runner.config",
@@ -108,10 +111,12 @@ __all__ = [
     "KEY_VERSION",
     "RECORDS_TABLE",
     "RECORD_SCHEMA",
+    "RUN_DEFAULTS",
     "ExampleSet",
     "ExplanationCache",
     "RecordStore",
     "RunConfig",
+    "RunOptions",
     "RunResult",
     "Runner",
     "Spelling",
@@ -154,9 +159,9 @@ def __getattr__(name: str) -> Any:
     module = PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'xaibench.runner' has no public name {name!r}")
-    value = getattr(importlib.import_module(module), ALIASES.get(name, name))
-    globals()[name] = value
-    return value
+    # read from its module at each use, never copied here: a name replaced in its module (a test's
+    # monkeypatch) is the one every caller sees
+    return getattr(importlib.import_module(module), ALIASES.get(name, name))
 
 
 def __dir__() -> list[str]:
@@ -175,7 +180,9 @@ if TYPE_CHECKING:  # the same names for type checkers and editors
         DEVICE_CHOICES,
         EXECUTORS,
         IN_PROCESS_EXECUTORS,
+        RUN_DEFAULTS,
         RunConfig,
+        RunOptions,
         Spelling,
         check_device,
         data_dir,

@@ -203,7 +203,7 @@ class Runner:
 
     def __init__(self, config: RunConfig, registry: Registry, *, explanations_from: Path | None = None) -> None:
         """``explanations_from``: another workdir whose explanation cache this run reads and fills
-        (a re-scoring of that run's explanations, :mod:`xaibench.applications.meta_protocol`);
+        (a re-scoring of that run's explanations, :mod:`xaibench.metaeval.protocol_runs`);
         by default the run's own workdir."""
         prepare_process(config.threads)  # before the workers start: they inherit it
         # the workdir's integrity keys (records, explanation cache) unreadable in every sandbox
