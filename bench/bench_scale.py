@@ -69,7 +69,7 @@ def child(step: str, args: dict[str, Any]) -> dict[str, Any]:
         import xaibench.publish.validation
         import xaibench.python_api
         import xaibench.results
-        import xaibench.runner.store
+        import xaibench.runner.storage.store
         import xaibench.site
 
         return {"peak_mb": _peak_mb()}
@@ -94,7 +94,7 @@ def child(step: str, args: dict[str, Any]) -> dict[str, Any]:
         frame = records(args["workdir"], curves=args.get("curves", True))
         return {"seconds": time.perf_counter() - start, "rows": len(frame), "peak_mb": _peak_mb()}
     if step == "start":
-        from xaibench.runner.store import RecordStore
+        from xaibench.runner.storage.store import RecordStore
 
         start = time.perf_counter()
         store = RecordStore(Path(args["workdir"]) / "results" / f"{args['track']}.jsonl")
@@ -124,7 +124,7 @@ def _summarise(workdir: Path, seed: int) -> dict[str, Any]:
     from collections import defaultdict
 
     from xaibench.runner.distributions import distribution_summary
-    from xaibench.runner.store import RecordStore
+    from xaibench.runner.storage.store import RecordStore
     from xaibench.stats import summarise
 
     stores = [RecordStore(p) for p in sorted((workdir / "results").glob("*.jsonl"))]

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xaibench.runner.store import RecordStore, record_files
+from xaibench.runner.storage.store import RecordStore, record_files
 
 
 def _record(
@@ -100,7 +100,7 @@ def write(workdir: Path, tracks: int, explainers: int, metrics: int, samples: in
 _OPEN = """
 import sys, time, resource
 from pathlib import Path
-from xaibench.runner.store import RecordStore, journals
+from xaibench.runner.storage.store import RecordStore, journals
 t = time.perf_counter()
 n = sum(len(RecordStore(j)) for j in journals(Path(sys.argv[1]) / "results"))
 print(n, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

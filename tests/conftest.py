@@ -44,7 +44,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> objec
     ray = sys.modules.get("ray")
     if not report.failed or ray is None or not ray.is_initialized():
         return
-    from xaibench.runner.ray_executor import ray_logs
+    from xaibench.runner.isolation.ray_executor import ray_logs
 
     logs = ray_logs(ray)
     if logs is None:

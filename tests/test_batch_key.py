@@ -11,7 +11,7 @@ import pytest
 from xaibench.plugins import manager
 from xaibench.runner.records import KEY_VERSION
 from xaibench.runner.run import RunConfig, run
-from xaibench.runner.store import RecordStore
+from xaibench.runner.storage.store import RecordStore
 
 METRICS = ["iou", "deletion"]
 LIMIT = 4

@@ -20,8 +20,8 @@ import pytest
 from xaibench import integrity
 from xaibench.cli import main
 from xaibench.results import records
-from xaibench.runner import columnar
-from xaibench.runner.store import RecordStore, part_files, record_files
+from xaibench.runner.storage import columnar
+from xaibench.runner.storage.store import RecordStore, part_files, record_files
 
 FIXTURE = Path(__file__).parent / "golden" / "records-jsonl-v1"  # written by xaibench before part files
 
@@ -234,7 +234,7 @@ def test_odd_records_survive_the_columns(tmp_path: Path) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from xaibench.runner.store import RecordStore
+from xaibench.runner.storage.store import RecordStore
 path, start = Path(sys.argv[1]), int(sys.argv[2])
 for i in range(start, start + 40, 2):
     rec = lambda k: {"key": f"{k:064x}", "value": k / 2, "writer": start}
@@ -286,7 +286,7 @@ def test_get_reads_parts_written_after_its_first_call(tmp_path: Path) -> None:
 _RESUMER = """
 import sys
 from pathlib import Path
-from xaibench.runner.store import RecordStore
+from xaibench.runner.storage.store import RecordStore
 path = Path(sys.argv[1])
 store = RecordStore(path, compact_rows=7)
 for i in range(0, 300, 3):  # what a run does: skip what is stored, append the rest a batch at a time

@@ -18,8 +18,8 @@ from xaibench import hookimpl
 from xaibench.api import Explainer, ForwardCounter
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
+from xaibench.runner.isolation.workers import worker_sandbox
 from xaibench.runner.run import RunConfig, environment, resolve_device, run
-from xaibench.runner.workers import worker_sandbox
 
 CUDA = torch.cuda.is_available()
 MPS = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
@@ -66,6 +66,35 @@ def test_unknown_device_is_one_line_naming_the_option(name: str) -> None:
         resolve_device(name)
     message = str(err.value)
     assert message.startswith(f"--device {name}: unknown device") and "\n" not in message
+
+
+def test_every_door_reads_a_device_as_the_runner_does() -> None:
+    """One check (:func:`xaibench.runner.config.check_device`): what ``resolve_device`` accepts,
+    case and spaces aside, a configuration accepts and stores as the device kind."""
+    from xaibench.runner.config import API, CLI, check_device, make_run_config
+
+    assert make_run_config(["random"], device=" CUDA:1 ").device == "cuda:1"
+    assert make_run_config(["random"]).device == "auto"
+    for spelling, line in ((CLI, "--device cpu:1: unknown device; use "), (API, "device='cpu:1': expected ")):
+        with pytest.raises(XaibenchError) as err:
+            check_device("cpu:1", spelling)
+        assert str(err.value) == line + "auto, cpu, cuda, cuda:N or mps"
+
+
+def test_the_track_carries_the_runs_device(registry: manager.Registry) -> None:
+    """Past ``load_track`` the device is the track's ``device`` (resolved once by the runner),
+    not read back from its tensors: a worker rebuilds the model where the track says."""
+    import dataclasses
+
+    from xaibench.runner.explain import track_model_spec
+    from xaibench.runner.track import load_track
+
+    spec = next(t for t in registry.create("suite", "default").tracks() if t.name == "shapes")
+    track = load_track(spec, registry, limit=2, device=torch.device("cpu"))
+    assert track.device == torch.device("cpu") and track.inputs is not None
+    moved = dataclasses.replace(track, device=torch.device("meta"))  # the tensors stay on the CPU
+    model_spec = track_model_spec(moved)
+    assert model_spec is not None and model_spec.device == "meta" and moved.inputs.device.type == "cpu"
 
 
 @pytest.mark.skipif(CUDA, reason="a CUDA device is available here")

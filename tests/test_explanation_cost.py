@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.cost import checked, measure, per_sample, summarise_costs
-from xaibench.runner.scheduling import parse_answer
+from xaibench.runner.isolation.scheduling import parse_answer
+from xaibench.runner.storage.cache import ExplanationCache
 
 
 def test_a_reported_cost_is_kept_only_when_it_is_plausible() -> None:

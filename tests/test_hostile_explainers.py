@@ -31,7 +31,7 @@ from xaibench.api import Explainer
 from xaibench.cli import cli
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
-from xaibench.runner import scheduling, workers
+from xaibench.runner.isolation import scheduling, workers
 from xaibench.runner.run import RunConfig, Runner, run
 from xaibench.sandbox import WRITABLE_VARIABLE
 

@@ -23,14 +23,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-import xaibench.cli as cli_module
+import xaibench.cli.output as cli_module
 from tests._distributions import write_distribution
 from xaibench import hookimpl
 from xaibench.api import Explainer, MetricOutput
 from xaibench.cli import main
 from xaibench.plugins import manager
 from xaibench.runner.distributions import histogram
-from xaibench.runner.metric_worker import MAX_VALUE, checked_output
+from xaibench.runner.isolation.metric_worker import MAX_VALUE, checked_output
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS_DIST = "xb-hostile-metrics"

@@ -28,7 +28,7 @@ from xaibench.cli import main
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
 from xaibench.runner.config import API, make_run_config
-from xaibench.runner.store import RecordStore
+from xaibench.runner.storage.store import RecordStore
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ("--track", "shapes", "--limit", "2", "--metric", "iou", "--quiet", "--device", "cpu")
@@ -341,7 +341,7 @@ def test_a_full_disk_while_appending_records_keeps_the_records_before(
         os.write(fd, data[: len(data) // 2])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("xaibench.runner.store._write_all", half_then_full)
+    monkeypatch.setattr("xaibench.runner.storage.store._write_all", half_then_full)
     with pytest.raises(OSError) as info:
         RecordStore(path).append([{"key": "b", "value": 2}, {"key": "c", "value": 3}])
     assert (info.value.errno, info.value.filename) == (errno.ENOSPC, str(path))

@@ -24,7 +24,7 @@ from xaibench.metrics.other.axiomatic import InputInvariance
 from xaibench.plugins import manager
 from xaibench.randomisation import Shift, randomised_model, shift_absorbed
 from xaibench.runner.executors import ModelSpec, WorkerState
-from xaibench.runner.metric_worker import answer_explain, decode_shift
+from xaibench.runner.isolation.metric_worker import answer_explain, decode_shift
 from xaibench.runner.run import RunConfig, run
 
 EXPLAINERS = ["gradient", "input-x-gradient"]

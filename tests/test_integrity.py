@@ -16,9 +16,9 @@ from xaibench.api import Encoder
 from xaibench.files import write_bytes_atomic
 from xaibench.pasta.encoders import EmbeddingCache, embed_images
 from xaibench.plugins import manager
-from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.run import RunConfig, run
-from xaibench.runner.store import RecordStore
+from xaibench.runner.storage.cache import ExplanationCache
+from xaibench.runner.storage.store import RecordStore
 
 METRICS = ["iou", "pointing_game"]
 LIMIT = 4

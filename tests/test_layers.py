@@ -4,13 +4,13 @@ circles, counting imports inside functions (lazy imports) too.
 Layers, bottom to top (``docs/architecture.md`` shows the same table):
 
 0. ground floor: errors, version, files, integrity, sandbox, imaging, imagenet, seeds, params, stats,
-   randomisation, allocator, lazyjson, device_random
-1. the public types: ``api``
+   randomisation, allocator, lazyjson, device_random, metric_cost
+1. the public types: ``api``, and the metric families' policy table: ``families``
 2. the plugin system and the author kit: ``plugins``, ``kit``
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
    ``suites``
 4. the run lifecycle: ``runner``
-5. publishing and tools built on runs: ``publish``, ``pasta.training``, ``results`` (DataFrames),
+5. publishing and tools built on runs: ``publish``, ``pasta.training``, ``results`` (DataFrames), ``run_results``,
    ``applications`` (``xaibench tune`` and ``select``), ``metaeval`` (meta-evaluation, ``xaibench meta``)
 6. the static site: ``site``
 7. the entry points: ``testing``, ``scaffold``, ``cli``, ``python_api``, ``record`` and the package facade ``xaibench``
@@ -47,7 +47,9 @@ LAYERS: dict[str, int] = {
     "xaibench.lazyjson": 0,
     "xaibench.device_random": 0,
     "xaibench.safe_names": 0,
+    "xaibench.metric_cost": 0,
     "xaibench.api": 1,
+    "xaibench.families": 1,
     "xaibench.plugins": 2,
     "xaibench.kit": 2,
     "xaibench.datasets": 3,
@@ -60,6 +62,7 @@ LAYERS: dict[str, int] = {
     "xaibench.publish": 5,
     "xaibench.pasta.training": 5,
     "xaibench.results": 5,
+    "xaibench.run_results": 5,
     "xaibench.applications": 5,
     "xaibench.metaeval": 5,
     "xaibench.site": 6,
@@ -214,3 +217,76 @@ def test_docs_architecture_lists_the_same_layers() -> None:
             module = "xaibench" if path == "xaibench" else "xaibench." + path.replace("/", ".")
             documented[module] = int(row.group(1))
     assert documented == LAYERS
+
+
+RUNNER = "xaibench.runner"
+
+
+def runner_public_names() -> set[str]:
+    """The names of ``xaibench/runner/__init__.py``'s ``__all__`` (a literal list)."""
+    tree = ast.parse(MODULES[RUNNER].read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    raise AssertionError("xaibench/runner/__init__.py has no literal __all__")
+
+
+def runner_internals_imported(path: Path, public: set[str]) -> list[str]:
+    """The imports in ``path`` that reach past the runner's public face: a runner module by name, or
+    a name of ``xaibench.runner`` outside its ``__all__``."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.startswith(RUNNER + ".")]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.startswith(RUNNER + "."):
+                found.append(f"line {node.lineno}: from {node.module} import ...")
+            elif node.module == RUNNER:
+                found += [f"line {node.lineno}: {a.name}" for a in node.names if a.name not in public]
+    return found
+
+
+def test_outside_the_runner_only_its_public_names_are_imported() -> None:
+    """Package modules outside ``xaibench/runner/`` use the names of ``xaibench.runner.__all__``
+    and nothing else (its life cycle, isolation and storage modules are internal); tests and
+    benches may reach in."""
+    public = runner_public_names()
+    offenders = {
+        module: bad
+        for module, path in MODULES.items()
+        if module != RUNNER and not module.startswith(RUNNER + ".")
+        for bad in [runner_internals_imported(path, public)]
+        if bad
+    }
+    assert offenders == {}, f"import these through xaibench.runner's public names: {offenders}"
+
+
+def test_the_public_face_check_catches_an_internal_import(tmp_path: Path) -> None:
+    """The checker itself: a runner module by name, or an unlisted name, is caught; public names pass."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from xaibench.runner import Runner, _private\n"
+        "def f():\n    from xaibench.runner.storage.store import RecordStore\n"
+        "import xaibench.runner.run\n",
+        encoding="utf-8",
+    )
+    assert sorted(runner_internals_imported(source, {"Runner"})) == [
+        "line 1: _private",
+        "line 3: from xaibench.runner.storage.store import ...",
+        "line 4: import xaibench.runner.run",
+    ]
+
+
+def test_the_public_names_resolve_to_their_one_definition() -> None:
+    """Every public name is defined in the module :data:`xaibench.runner.PUBLIC` says, resolves
+    lazily, and ``__all__`` lists exactly those names."""
+    import importlib
+
+    import xaibench.runner as runner
+
+    assert sorted(runner.__all__) == sorted(runner.PUBLIC)
+    for name, module in runner.PUBLIC.items():
+        value = getattr(runner, name)
+        assert value is getattr(importlib.import_module(module), runner.ALIASES.get(name, name)), name
+    with pytest.raises(AttributeError, match="no public name 'workers'"):
+        runner.workers  # noqa: B018

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import xaibench
-from xaibench.applications.meta_protocol import _accepted
 from xaibench.cli import main
 from xaibench.metaeval.protocol import (
     MAX_SETTINGS,
@@ -24,6 +23,7 @@ from xaibench.metaeval.protocol import (
     protocol_settings,
     setting_label,
 )
+from xaibench.metaeval.protocol_runs import _accepted
 from xaibench.metrics.faithfulness.curves import Deletion
 from xaibench.metrics.faithfulness.stepwise import PixelFlipping
 from xaibench.params import Param

@@ -28,11 +28,11 @@ from xaibench.metrics.sanity.formulas import spearman_rows
 from xaibench.metrics.sanity.randomisation import ModelRandomisation, randomisation_seed
 from xaibench.plugins.manager import get_registry
 from xaibench.randomisation import Randomisation, parameter_blocks, parameter_modules, randomise, randomised_model
-from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.distributions import mean_curve
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.executors import ExplainerFailed, InProcessExecutor, ModelSpec, explainer_handles
 from xaibench.runner.explain import CachedExplainer, explain_track
+from xaibench.runner.storage.cache import ExplanationCache
 from xaibench.runner.track import build_track, load_track
 from xaibench.seeds import derive_seed
 from xaibench.testing.tiny import TinyCNN, TinyDataset

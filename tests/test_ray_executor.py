@@ -29,13 +29,13 @@ from xaibench.api import Explainer
 from xaibench.cli import main
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
-from xaibench.runner import ray_actor, wire
 from xaibench.runner.executors import ExplainerSpec, InProcessExecutor
 from xaibench.runner.explain import explain_track
-from xaibench.runner.ray_actor import CHILD_SCRIPT, READY, SCRATCH_PREFIX, Child, ChildEnded
+from xaibench.runner.isolation import ray_actor, wire
+from xaibench.runner.isolation.ray_actor import CHILD_SCRIPT, READY, SCRATCH_PREFIX, Child, ChildEnded
+from xaibench.runner.isolation.workers import make_executor
 from xaibench.runner.run import RunConfig, run
 from xaibench.runner.track import load_track
-from xaibench.runner.workers import make_executor
 from xaibench.sandbox import OFF_VARIABLE, sandbox_status
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -233,7 +233,7 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     test now reports the end of Ray's logs: tests/conftest.py)."""
     import ray
 
-    from xaibench.runner.ray_executor import start_ray
+    from xaibench.runner.isolation.ray_executor import start_ray
 
     site = tmp_path_factory.mktemp("site")
     (site / "xbt_misbehave.py").write_text(textwrap.dedent(PLUGIN))
@@ -261,7 +261,7 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _wait_for_a_first_actor(ray: Any) -> None:
     """Start actors of one CPU until one answers (each given a minute), at most
     ``RAY_READY_SECONDS`` in all; else fail saying what Ray says."""
-    from xaibench.runner.ray_executor import start_diagnosis
+    from xaibench.runner.isolation.ray_executor import start_diagnosis
 
     @ray.remote(num_cpus=1, max_restarts=0)
     class Probe:
@@ -285,7 +285,7 @@ def _wait_for_a_first_actor(ray: Any) -> None:
 def ray_executor(ray_session: None) -> Iterator[Any]:
     """Two Ray workers. The driver's registry does not know the misbehaving explainers: each of
     them gets workers of its own, the built-in explainers share theirs."""
-    from xaibench.runner.ray_executor import RayExecutor
+    from xaibench.runner.isolation.ray_executor import RayExecutor
 
     executor = RayExecutor(manager.get_registry(), workers=2, threads=1, address=None)
     yield executor
@@ -452,7 +452,7 @@ def test_a_reply_that_is_not_plain_data_runs_no_code_in_the_runner(track: Any, r
 
 @needs_ray
 def test_make_executor_gives_the_ray_executor(ray_session: None) -> None:
-    from xaibench.runner.ray_executor import RayExecutor
+    from xaibench.runner.isolation.ray_executor import RayExecutor
 
     executor = make_executor("ray", manager.get_registry(), workers=1, threads=1, ray_address=None)
     try:
@@ -465,7 +465,7 @@ def test_make_executor_gives_the_ray_executor(ray_session: None) -> None:
 def test_an_actor_ray_cannot_place_stops_the_run_saying_so(ray_session: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker that needs more CPUs than the cluster has never starts: the run stops with one
     line that says what Ray says (its free CPUs, the actor still pending creation)."""
-    from xaibench.runner import ray_executor
+    from xaibench.runner.isolation import ray_executor
 
     monkeypatch.setattr(ray_executor, "START_SECONDS", 2.0)
     executor = ray_executor.RayExecutor(None, workers=1, threads=3, address=None)
@@ -485,7 +485,7 @@ def test_the_start_diagnosis_of_a_live_actor_quotes_its_last_logged_line(ray_ses
     it wrote to its log (where its child's ``[worker]`` lines go), read from Ray's session logs."""
     import ray
 
-    from xaibench.runner.ray_executor import start_diagnosis
+    from xaibench.runner.isolation.ray_executor import start_diagnosis
 
     @ray.remote(num_cpus=0)
     class Talker:
@@ -512,7 +512,7 @@ def test_the_ray_executor_says_what_confines_its_workers(
 ) -> None:
     """``sandbox`` as the local executor's: the kernel's Landlock ABI, off, or unavailable (said
     once on stderr; the children then run unconfined)."""
-    from xaibench.runner import ray_executor
+    from xaibench.runner.isolation import ray_executor
 
     def sandbox_of() -> str:
         executor = ray_executor.RayExecutor(None, workers=1, threads=1, address=None)
@@ -618,7 +618,7 @@ def test_a_child_that_cannot_start_says_why_in_its_reason(tmp_path: Path, monkey
 
 
 def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
-    from xaibench.runner.ray_executor import RAY_MISSING, RayExecutor
+    from xaibench.runner.isolation.ray_executor import RAY_MISSING, RayExecutor
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(XaibenchError, match="needs Ray"):

@@ -22,7 +22,8 @@ import pytest
 from tests._distributions import records_by_key, without_distribution, write_distribution
 from xaibench.errors import XaibenchError
 from xaibench.plugins import catalogue, manager
-from xaibench.runner import dataset_worker, evaluate, wire
+from xaibench.runner import evaluate
+from xaibench.runner.isolation import dataset_worker, wire
 from xaibench.runner.run import RunConfig, resolve_tracks, run
 from xaibench.sandbox import sandbox_enabled, sandbox_status
 from xaibench.suites.adhoc import adhoc_track, main_parameter

@@ -1,5 +1,5 @@
 """Issue 25 item 1 (metrics): a metric of a third-party distribution is scored in a worker process
-of its own, never in the runner's (xaibench/runner/metric_worker.py).
+of its own, never in the runner's (xaibench/runner/isolation/metric_worker.py).
 
 The runner's registry holds a hand-made stand-in for each metric of a distribution written to a
 temporary site folder (class data only, ``remote_distribution`` naming the distribution), as the

@@ -25,7 +25,8 @@ from tests._distributions import records_by_key, without_distribution, write_dis
 from xaibench.errors import XaibenchError
 from xaibench.plugins import catalogue, manager
 from xaibench.randomisation import parameter_blocks
-from xaibench.runner import component_worker, evaluate
+from xaibench.runner import evaluate
+from xaibench.runner.isolation import component_worker
 from xaibench.runner.run import RunConfig, resolve_tracks, run
 from xaibench.suites.adhoc import adhoc_track
 

@@ -15,7 +15,7 @@ import pytest
 from xaibench.errors import XaibenchError
 from xaibench.publish.leaderboard import CSV_COLUMNS
 from xaibench.results import LEADERBOARD_COLUMNS, RECORD_COLUMNS, leaderboard, records
-from xaibench.runner.store import RecordStore
+from xaibench.runner.storage.store import RecordStore
 
 GOLDEN_SUBMISSIONS = Path(__file__).parent / "golden" / "submissions" / "v1-initial"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from xaibench.api import FAMILIES, FAMILY_RANKED, RANKED_FAMILIES, ForwardCounter, MetricInput, Model, Sample
+from xaibench.api import ForwardCounter, MetricInput, Model, Sample
+from xaibench.families import BY_NAME, family_index
 from xaibench.metrics.plugin import METRICS as BUILTIN
 from xaibench.metrics.robustness import ROBUSTNESS_METRICS
 from xaibench.metrics.robustness import formulas as fr
@@ -105,8 +106,9 @@ def test_family_metadata_and_registration():
         assert (cls.family, cls.direction, cls.ranking, cls.version[0] in "12") == ("robustness", "lower", True, True)
         assert "lower is better" in cls.description and "lower is better" in (cls.__doc__ or "").lower()
         assert cls.default == (cls.name in ("max_sensitivity", "avg_sensitivity", "local_lipschitz_estimate"))
-    assert "robustness" in FAMILIES and FAMILIES.index("robustness") == FAMILIES.index("faithfulness") + 1
-    assert "robustness" in FAMILY_RANKED and "robustness" not in RANKED_FAMILIES
+    # shown beside the faithfulness family, before ground_truth (DESIGN 11) and perceptual
+    assert "robustness" in BY_NAME and family_index("robustness") == family_index("faithfulness") + 1
+    assert BY_NAME["robustness"].ranked_within and not BY_NAME["robustness"].counted_overall
 
 
 # ----------------------------------------------------------------------------- oracles on a linear model

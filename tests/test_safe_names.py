@@ -22,9 +22,9 @@ from xaibench.plugins import manager
 from xaibench.publish.examples import example_folder, render_examples
 from xaibench.publish.submission import submission_filename
 from xaibench.publish.validation import validate_file
-from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.examples import Example, ExampleSet
-from xaibench.runner.store import RecordStore, journals, track_journal
+from xaibench.runner.storage.cache import ExplanationCache
+from xaibench.runner.storage.store import RecordStore, journals, track_journal
 from xaibench.safe_names import MAX_LENGTH, checked_name, file_name, is_plain
 
 # Names of the committed record, the shipped suites and datasets: their files keep their names.

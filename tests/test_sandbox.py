@@ -30,7 +30,7 @@ import pytest
 from xaibench import hookimpl
 from xaibench.api import Explainer
 from xaibench.plugins import manager
-from xaibench.runner import workers
+from xaibench.runner.isolation import workers
 from xaibench.runner.run import RunConfig, run
 from xaibench.sandbox import (
     OFF_VARIABLE,

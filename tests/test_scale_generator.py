@@ -13,10 +13,11 @@ from xaibench.errors import XaibenchError
 from xaibench.publish.board import build_leaderboard
 from xaibench.publish.validation import validate_file
 from xaibench.results import records
-from xaibench.runner.store import RecordStore
+from xaibench.runner.storage.store import RecordStore
 from xaibench.testing.scale import (
     BUILTIN_METRICS,
     NA_REASONS,
+    SYNTHETIC_CYCLE,
     ScaleData,
     ScaleSpec,
     explainer_names,
@@ -35,15 +36,16 @@ def test_builtin_metric_ids_families_directions_and_ranking_are_the_registrys(bu
     for metric_id, family, direction, ranking in BUILTIN_METRICS:
         cls = builtin_registry.entry("metric", metric_id).cls
         assert (cls.family, cls.direction, bool(cls.ranking)) == (family, direction, ranking), metric_id
-    assert len({m[0] for m in BUILTIN_METRICS}) == len(BUILTIN_METRICS) == 40
+    assert len({m[0] for m in BUILTIN_METRICS}) == len(BUILTIN_METRICS) == len(builtin_registry.names("metric"))
 
 
 def test_metrics_and_explainers_beyond_the_catalogue_are_synthetic() -> None:
-    specs = metric_specs(42)
-    assert [m.id for m in specs[:3]] == ["iou", "mae", "pointing_game"]
-    assert [(m.id, m.family, m.direction, m.ranking) for m in specs[40:]] == [
-        ("m_40", "alignment", "higher", False),
-        ("m_41", "faithfulness", "lower", False),
+    n = len(BUILTIN_METRICS)  # the registered built-ins, then synthetic ids in the family cycle
+    specs = metric_specs(n + 2)
+    assert [m.id for m in specs[:3]] == ["iou", "mae", "mass_accuracy"]
+    assert [(m.id, m.family, m.direction, m.ranking) for m in specs[n:]] == [
+        (f"m_{n}", *SYNTHETIC_CYCLE[n % 4], False),
+        (f"m_{n + 1}", *SYNTHETIC_CYCLE[(n + 1) % 4], False),
     ]
     names = explainer_names(31)
     assert names[0] == "gradient" and names[29:] == ["x_29", "x_30"] and len(set(names)) == 31

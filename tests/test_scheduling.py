@@ -1,4 +1,4 @@
-"""The one scheduling core (``xaibench.runner.scheduling``), on both transports and on a fake.
+"""The one scheduling core (``xaibench.runner.isolation.scheduling``), on both transports and on a fake.
 
 The same scenarios (normal jobs, a worker that dies, a call that overruns its timeout, group
 affinity and parking) run against both real transports: local worker processes and Ray actors.
@@ -25,13 +25,13 @@ import pytest
 
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
-from xaibench.runner import scheduling
 from xaibench.runner.executors import ExplainerSpec, ExplainTask, InProcessExecutor
 from xaibench.runner.explain import track_model_spec
-from xaibench.runner.scheduling import Died, Event, Job, Ready, Reply, Scheduler, WorkerGone
+from xaibench.runner.isolation import scheduling
+from xaibench.runner.isolation.scheduling import Died, Event, Job, Ready, Reply, Scheduler, WorkerGone
+from xaibench.runner.isolation.wire import encode
+from xaibench.runner.isolation.workers import LocalExecutor
 from xaibench.runner.track import load_track
-from xaibench.runner.wire import encode
-from xaibench.runner.workers import LocalExecutor
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 BAD = "shapes-test-0001"  # the sample the misbehaving explainers fail on
@@ -162,7 +162,7 @@ def ray_started(plugins: manager.Registry) -> None:
     workers' path (a Ray started earlier without them is shut down first)."""
     import ray
 
-    from xaibench.runner.ray_executor import start_ray
+    from xaibench.runner.isolation.ray_executor import start_ray
 
     if ray.is_initialized():
         ray.shutdown()
@@ -177,7 +177,7 @@ def executor(request: pytest.FixtureRequest, plugins: manager.Registry) -> Itera
     """Two workers of the transport under test, for the module (each test checks what it changes)."""
     if request.param == "ray":
         request.getfixturevalue("ray_started")
-        from xaibench.runner.ray_executor import RayExecutor
+        from xaibench.runner.isolation.ray_executor import RayExecutor
 
         made: Scheduler = RayExecutor(plugins, workers=2, threads=1, address=None)
     else:

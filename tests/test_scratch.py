@@ -1,4 +1,4 @@
-"""Scratch folders of the processes that run plugin code (xaibench.runner.processes): named after
+"""Scratch folders of the processes that run plugin code (xaibench.runner.isolation.processes): named after
 the process that owns them, and removed by the next one made when that owner ended without
 removing its own (a runner or zygote killed with SIGKILL)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from xaibench.runner.processes import new_scratch, sweep_scratch
+from xaibench.runner.isolation.processes import new_scratch, sweep_scratch
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="owners are looked up in /proc")
 

@@ -33,11 +33,11 @@ from click.testing import CliRunner
 from scipy.stats import spearmanr
 
 from xaibench.cli import cli
+from xaibench.metaeval.correlations import oriented, pair_rho, spearman
 from xaibench.plugins.manager import XaibenchError
 from xaibench.publish.board import build_leaderboard, content_digest
 from xaibench.python_api import publish_leaderboard, run
 from xaibench.site import build_site
-from xaibench.site.correlations import oriented, pair_rho, spearman
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ from _site_data import write_submissions
 from scipy.stats import pearsonr, spearmanr
 
 from xaibench.errors import XaibenchError
+from xaibench.metaeval.human_ratings import MISSING_LINE
 from xaibench.pasta.paper_tables import PAPER_DIR_ENV, find_paper_dir, load_paper_tables
 from xaibench.site import build_site
-from xaibench.site.human_ratings import MISSING_LINE
 
 SHARED_PAPER = Path(__file__).resolve().parents[2] / "shared" / "data" / "pasta-paper"
 needs_shared = pytest.mark.skipif(

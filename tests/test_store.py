@@ -20,10 +20,10 @@ import pytest
 from xaibench.errors import XaibenchError
 from xaibench.files import make_staging_dir, remove_leftovers, write_bytes_atomic, write_json_atomic
 from xaibench.plugins import manager
-from xaibench.runner import columnar
-from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.run import RunConfig, run
-from xaibench.runner.store import RecordStore, WorkdirLock
+from xaibench.runner.storage import columnar
+from xaibench.runner.storage.cache import ExplanationCache
+from xaibench.runner.storage.store import RecordStore, WorkdirLock
 
 METRICS = ("iou", "pointing_game")
 
@@ -122,7 +122,7 @@ def test_second_lock_fails_at_once_naming_workdir_and_pid(tmp_path: Path) -> Non
 def test_lock_of_a_killed_process_is_released(tmp_path: Path) -> None:
     work = tmp_path / "work"
     code = (
-        "import time; from xaibench.runner.store import WorkdirLock; "
+        "import time; from xaibench.runner.storage.store import WorkdirLock; "
         f"WorkdirLock({str(work)!r}).acquire(); print('locked', flush=True); time.sleep(60)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -361,7 +361,9 @@ def test_verify_re_runs_with_the_recorded_batch_size(
     assert data["run"]["batch_size"] == 16  # the run's --batch-size, recorded
     used: list[int] = []
     original = verify.make_run_config
-    monkeypatch.setattr(verify, "make_run_config", lambda *a, **kw: used.append(kw["batch_size"]) or original(*a, **kw))
+    monkeypatch.setattr(
+        verify, "make_run_config", lambda *a, **kw: used.append(kw["options"].batch_size) or original(*a, **kw)
+    )
     data["run"]["batch_size"] = 5
     _save(path, data)
     code, lines = _cli(capsys, "submission", "verify", path, "--samples", "4")

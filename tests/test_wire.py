@@ -1,4 +1,4 @@
-"""The reply format of :mod:`xaibench.runner.wire`: every message a worker sends comes back as it
+"""The reply format of :mod:`xaibench.runner.isolation.wire`: every message a worker sends comes back as it
 was (arrays bit-identical), and bytes the format does not allow are refused before the runner
 allocates what they declare."""
 
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from xaibench.plugins import manager
-from xaibench.runner import scheduling, wire
 from xaibench.runner.executors import ExplainerSpec, ExplainOutcome, ExplainTask, InProcessExecutor, encode_reply
 from xaibench.runner.explain import track_model_spec
+from xaibench.runner.isolation import scheduling, wire
+from xaibench.runner.isolation.wire import MAGIC, MAX_DEPTH, WireError, decode, encode
 from xaibench.runner.track import load_track
-from xaibench.runner.wire import MAGIC, MAX_DEPTH, WireError, decode, encode
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -24,11 +24,12 @@ import pytest
 
 from tests._distributions import records_by_key, write_distribution
 from xaibench.plugins import manager
-from xaibench.runner import evaluate, trusted, workers
-from xaibench.runner.cache import ExplanationCache
+from xaibench.runner import evaluate
 from xaibench.runner.executors import ExplainerHandle, ExplainerSpec, ExplainTask, InProcessExecutor, ModelSpec
 from xaibench.runner.explain import explain_track, sandboxed
+from xaibench.runner.isolation import trusted, workers
 from xaibench.runner.run import RunConfig, resolve_tracks, run
+from xaibench.runner.storage.cache import ExplanationCache
 from xaibench.runner.track import load_track
 from xaibench.suites.adhoc import adhoc_track
 

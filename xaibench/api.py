@@ -10,24 +10,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar, get_args
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 
+from xaibench.metric_cost import MetricCost
 from xaibench.params import Param, resolve_params
 
 Direction = Literal["higher", "lower"]
 Family = Literal["alignment", "faithfulness", "robustness", "ground_truth", "perceptual", "other", "sanity"]
+"""Every metric family, in display order; what the board does with each is one row of
+:data:`xaibench.families.POLICIES`."""
 ExplanationKind = Literal["saliency", "concept"]
-
-FAMILIES: tuple[Family, ...] = get_args(Family)
-"""Every metric family, in display order (the one list; DESIGN 6)."""
-RANKED_FAMILIES: tuple[Family, ...] = ("alignment", "faithfulness", "ground_truth", "perceptual")
-"""The families whose mean rank enters the overall rank (on a track scored against a known answer,
-the ``ground_truth`` family alone: DESIGN 11)."""
-FAMILY_RANKED: tuple[Family, ...] = ("alignment", "faithfulness", "robustness", "ground_truth", "perceptual")
-"""The families ranked within themselves (a ``rank:<family>`` row), in display order: those of
-:data:`RANKED_FAMILIES` and ``robustness`` (DESIGN 3b), which stays out of the overall rank."""
 
 T = TypeVar("T")
 
@@ -335,6 +329,11 @@ class Metric(Parametrised):
     the metric's definition (``math.inf`` for an open side; default: any finite value): a
     submission whose values of this metric id lie outside it is refused
     (:func:`value_range_problem` says what a valid one is, :func:`outside_range` applies it).
+    ``cost`` is what one sample costs, from the metric's parameters: a :class:`MetricCost`
+    (forward passes and explanations per sample, numbers or expressions such as ``"steps + 1"``;
+    :mod:`xaibench.metric_cost`), or a tuple of them when parts are shared separately. The time
+    estimate printed before a long run reads it; ``None`` (the default) states none, and the
+    estimate then says once that it leaves the metric out.
     """
 
     family: ClassVar[Family] = "other"
@@ -343,6 +342,7 @@ class Metric(Parametrised):
     default: ClassVar[bool] = True
     unit: ClassVar[str] = ""
     value_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
+    cost: ClassVar[MetricCost | tuple[MetricCost, ...] | None] = None
     scores_constant_maps: ClassVar[bool] = False
     """Whether a constant map is scored (DESIGN 11: the ``ground_truth`` family gives it the worst
     value) rather than n/a with the explanation's "constant map" reason, as every other metric."""

@@ -11,7 +11,8 @@ What the kit gives, by task:
 - **types and registration**: the base classes :class:`Explainer`, :class:`Dataset`,
   :class:`Model`, :class:`Metric`, :class:`Suite`, :class:`Encoder`; what they exchange
   (:class:`ExplainContext`, :class:`Sample`, :class:`GroundTruth`, :class:`MetricInput`,
-  :class:`MetricOutput`, :class:`TrackSpec`); :data:`Register`, :func:`hookimpl`, and
+  :class:`MetricOutput`, :class:`TrackSpec`); :class:`MetricCost`, what a metric states one
+  sample costs (``Metric.cost``); :data:`Register`, :func:`hookimpl`, and
   :class:`Param` for ``param_specs`` (parameters are checked once, by the base class, when the
   component is built);
 - **explain as one call**: :class:`AttributionExplainer`, an explainer whose ``explain`` checks
@@ -61,6 +62,7 @@ from xaibench.api import (
     Explainer,
     GroundTruth,
     Metric,
+    MetricCost,
     MetricInput,
     MetricOutput,
     Model,
@@ -85,6 +87,7 @@ __all__ = [
     "GroundTruth",
     "LayerAttributionExplainer",
     "Metric",
+    "MetricCost",
     "MetricInput",
     "MetricOutput",
     "Model",

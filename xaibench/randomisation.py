@@ -71,7 +71,7 @@ def parameter_modules(module: nn.Module) -> list[tuple[str, nn.Module]]:
 
 def parameter_paths(module: Any) -> list[str]:
     """The paths of :func:`parameter_modules`. A module that lives in another process (the proxy
-    of a plugin's model, :class:`xaibench.runner.component_worker.RemoteModule`) carries them as
+    of a plugin's model, :class:`xaibench.runner.isolation.component_worker.RemoteModule`) carries them as
     data, in ``remote_parameter_paths``, told by the worker that built the real one."""
     told = getattr(module, "remote_parameter_paths", None)
     if isinstance(told, (list, tuple)):

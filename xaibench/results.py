@@ -24,8 +24,15 @@ from xaibench.allocator import without_numpy_huge_pages
 from xaibench.errors import XaibenchError
 from xaibench.lazyjson import lazy_objects
 from xaibench.publish.leaderboard import CSV_COLUMNS
-from xaibench.runner import columnar
-from xaibench.runner.store import RecordStore, journals
+from xaibench.runner import (
+    RECORD_SCHEMA,
+    RECORDS_TABLE,
+    RecordStore,
+    decode_records,
+    hex_key_bytes,
+    journals,
+    key_array,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -142,8 +149,8 @@ def _provenance_row(block: dict[str, Any], file: Path) -> dict[str, Any]:
     """The frame's columns that come from a record's provenance (the same for every record of one
     (track, explainer, metric) of a run)."""
     schema = block.get("schema")
-    if schema != columnar.RECORD_SCHEMA:
-        raise XaibenchError(f"{file}: a record has schema {schema!r}; this xaibench reads {columnar.RECORD_SCHEMA}")
+    if schema != RECORD_SCHEMA:
+        raise XaibenchError(f"{file}: a record has schema {schema!r}; this xaibench reads {RECORD_SCHEMA}")
     try:
         explainer = block["explainer"]
         info = block.get("metric_info") or {}
@@ -258,9 +265,9 @@ def _order(table: Any, ids: np.ndarray, prov_rows: list[dict[str, Any]], prov_in
 def _keys(pd: Any, table: Any, order: np.ndarray) -> Any:
     """The ``key`` column in ``order``: 64 hex digits per key, built as one Arrow string array
     over one buffer (no Python string per key) where every key is a runner key."""
-    text = columnar.hex_key_bytes(table, order)
+    text = hex_key_bytes(table, order)
     if text is None:
-        return _text(pd, columnar.key_array(table).take(pa.array(order)))
+        return _text(pd, key_array(table).take(pa.array(order)))
     offsets = np.arange(0, 64 * (len(text) + 1), 64, dtype=np.int64)  # large_string: pandas' own layout
     return _text(
         pd, pa.Array.from_buffers(pa.large_string(), len(text), [None, pa.py_buffer(offsets), pa.py_buffer(text)])
@@ -284,7 +291,7 @@ class _Columns:
 def _frame(
     holder: list[Any], blocks: dict[str, dict[str, Any]], files: dict[str, Path], curves: bool = True
 ) -> pd.DataFrame:
-    """The records frame of the table of :data:`~xaibench.runner.columnar.SCHEMA` (any order) that
+    """The records frame of the table of :data:`~xaibench.runner.RECORDS_TABLE` (any order) that
     ``holder`` holds, sorted. The table is taken out of ``holder`` (no other reference keeps it) and
     its columns are dropped one by one as the frame's are built: the largest, the keys, first."""
     pd = _pandas()
@@ -297,7 +304,7 @@ def _frame(
     ids = ids[:-1]
     prov_rows = [_provenance_row(blocks[i], files.get(i, _UNKNOWN_FILE)) for i in ids]
     odd = np.flatnonzero(table.column("rest").is_valid().to_numpy(zero_copy_only=False))
-    odd_records = columnar.decode(table.take(odd), blocks) if len(odd) else []  # rows that do not fit the columns
+    odd_records = decode_records(table.take(odd), blocks) if len(odd) else []  # rows that do not fit the columns
     # Sorted here, column by column as each is built (no copy of the table); with odd rows, pandas
     # sorts the frame below instead.
     order = _order(table, ids, prov_rows, prov_index) if not len(odd) else np.arange(n)
@@ -394,7 +401,7 @@ def _records(path: Path, curves: bool) -> pd.DataFrame:
                 stacklevel=3,
             )
         del store, table  # only `tables` holds the parts now: _frame frees each column once it is read
-    holder = [pa.concat_tables(tables) if tables else columnar.SCHEMA.empty_table()]
+    holder = [pa.concat_tables(tables) if tables else RECORDS_TABLE.empty_table()]
     tables.clear()
     frame = _frame(holder, blocks, files, curves)
     return frame.astype({"value": "float64", "forward_passes": "float64", "wall_time_s": "float64"})

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from xaibench.errors import XaibenchError
+from xaibench.families import DEFAULT_FAMILY, policy_of
 from xaibench.publish.gate import META_SCHEMA, invalid_status
 from xaibench.publish.leaderboard import Entry, perceptual_validity
 
@@ -68,10 +69,10 @@ def objective_status(
     ``params``: what the run recorded) and an optional ``meta.json`` (see the module doc)."""
     params = block.get("params") if isinstance(block.get("params"), dict) else {}
     label = params.get("label") if isinstance(params.get("label"), str) else None
-    family = str(block.get("family", "other"))
+    family = str(block.get("family", DEFAULT_FAMILY))
     if not block.get("ranking"):
         return ObjectiveStatus(label, f"not ranked: {objective} is reported, never ranked")
-    if family == "perceptual":
+    if policy_of(family).needs_validity:
         entry = Entry(track, "", objective, family, str(block.get("direction", "higher")), True, None, None, None, 0, 0)
         entry.params = dict(params)
         ranked, reason, _ = perceptual_validity([entry])

@@ -14,13 +14,23 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from xaibench.errors import XaibenchError
 from xaibench.params import parse_value
 from xaibench.plugins.manager import Registry
-from xaibench.runner.executors import explainer_handles
-from xaibench.runner.run import RunConfig, Runner, RunResult
+from xaibench.runner import (
+    CLI,
+    RunConfig,
+    Runner,
+    RunOptions,
+    RunResult,
+    Spelling,
+    explainer_handles,
+    make_run_config,
+    suite_tracks,
+)
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,31 @@ def expand_grid(
         Setting(explainer, {**fixed, **dict(zip(keys, combo, strict=True))})
         for combo in itertools.product(*(grid[k] for k in keys))
     ]
+
+
+def search_config(
+    suite: str,
+    *,
+    seed: int,
+    limit: int | None,
+    workdir: Path,
+    options: RunOptions,
+    spelling: Spelling = CLI,
+) -> RunConfig:
+    """The :class:`RunConfig` of a ``tune``/``select`` search on ``suite`` (a suite plugin's name or
+    a suite file): no explainer yet (each setting is one), every check of
+    :func:`~xaibench.runner.config.make_run_config`, messages spelled as ``spelling`` says."""
+    name, tracks = suite_tracks(suite, None, None, spelling=spelling)
+    return make_run_config(
+        [],
+        suite=name,
+        suite_tracks=tracks,
+        seed=seed,
+        limit=limit,
+        workdir=workdir,
+        options=options,
+        spelling=spelling,
+    )
 
 
 def run_settings(

@@ -9,20 +9,26 @@ setting listed first. The PASTA paper's appendix E tunes LIME's kernel width thi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from xaibench.applications.objective import ObjectiveStatus
-from xaibench.applications.settings import Setting, SettingScores
+from xaibench.applications.settings import Setting, SettingScores, run_settings
+from xaibench.errors import XaibenchError
 from xaibench.files import write_csv_atomic, write_json_atomic
 from xaibench.safe_names import file_name
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
+
+if TYPE_CHECKING:
+    from xaibench.plugins.manager import Registry
+    from xaibench.runner import RunConfig
 
 TUNE_SCHEMA = "xaibench.tune/1"
 CSV_FIELDS = (
@@ -174,3 +180,29 @@ def write_tune(result: TuneResult, folder: Path) -> list[Path]:
     write_csv_atomic(csv_path, CSV_FIELDS, rows)
     write_json_atomic(json_path, result.to_json())
     return [csv_path, json_path]
+
+
+def submit_best(
+    result: TuneResult,
+    status: ObjectiveStatus,
+    config: RunConfig,
+    registry: Registry,
+    submissions: Path,
+    *,
+    allow_unranked: bool = False,
+) -> list[Path]:
+    """``xaibench tune --submit``: run the best setting of ``result`` on every track of the search's
+    suite (``config``, the search's configuration, without its track and metric), marked
+    ``tuned_on_benchmark``, and write its submission to ``submissions``; returns the files
+    written. An objective not ranked on the track (``status``) is refused, with one line, unless
+    ``allow_unranked``."""
+    from xaibench.publish.submission import write_run
+
+    if not status.ranked and not allow_unranked:
+        raise XaibenchError(
+            f"--submit: --objective {result.objective} is {status.status} on track {result.track}; "
+            "pass --allow-unranked-objective to submit its best setting anyway"
+        )
+    run_config = dataclasses.replace(config, tracks=None, metrics=None)
+    run_result = run_settings([result.best], run_config, registry, tuned=True, keep_names=True)
+    return write_run(run_result, registry, submissions)

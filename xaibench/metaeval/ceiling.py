@@ -21,10 +21,7 @@ import numpy as np
 from xaibench.api import TrackSpec
 from xaibench.datasets.real.human_attention import MAP_KINDS
 from xaibench.plugins.manager import Registry
-from xaibench.runner.dataset_worker import open_dataset
-from xaibench.runner.evaluate import score_track
-from xaibench.runner.score import check_maps
-from xaibench.runner.track import build_track
+from xaibench.runner import build_track, check_maps, open_dataset, score_track
 
 DATASET = "human-attention"
 DERIVED = ("humanPC",)

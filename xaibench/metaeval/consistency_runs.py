@@ -94,7 +94,7 @@ def _predictions(module: Any, inputs: Any, batch: int = 64) -> np.ndarray:
 
 def plan_track(spec: TrackSpec, registry: Registry, *, seed: int, limit: int | None) -> Plan:
     """Load the track, pick the minor and disruptive strengths of both kinds and make the specs."""
-    from xaibench.runner.track import load_track
+    from xaibench.runner import load_track
 
     reason = perturbable(spec)
     if reason is not None:
@@ -244,8 +244,7 @@ def meta_consistency(
     ``run_options``: :func:`xaibench.runner.config.make_run_config`'s options (batch size,
     threads, executor, workers, device, timeout, progress, cache)."""
     from xaibench.results import records
-    from xaibench.runner.config import make_run_config
-    from xaibench.runner.run import Runner
+    from xaibench.runner import Runner, RunOptions, make_run_config
 
     plans = {s.name: plan_track(s, registry, seed=seed, limit=limit) for s in specs}
     to_run: list[TrackSpec] = []
@@ -263,8 +262,8 @@ def meta_consistency(
             explainer_params=params,
             seed=seed,
             workdir=workdir,
+            options=RunOptions(**run_options),
             examples=0,
-            **run_options,
         )
         with Runner(config, registry) as runner:
             runner.run()

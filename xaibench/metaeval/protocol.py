@@ -8,7 +8,7 @@ the default setting's ranking (Kendall tau-b, 1 = the same order) and counts the
 some setting ranks first (the **cherry-pick count**: 1 means no choice of setting changes the
 winner; more means an author could pick the setting that crowns their explainer).
 
-Pure computation: the values come from the caller (:mod:`xaibench.applications.meta_protocol`
+Pure computation: the values come from the caller (:mod:`xaibench.metaeval.protocol_runs`
 runs the settings through the runner).
 """
 

@@ -43,7 +43,7 @@ def meta_of_submissions(
     """Assess every (track, metric) of the submissions in ``folder`` (the leaderboard's input:
     duplicates resolved as it resolves them, reference-only explainers left out) and write
     ``meta.json``/``meta.csv`` into ``out``, with the digests of the submissions and of the
-    ``records`` files (a workdir's journals and part files, :func:`xaibench.runner.store.record_files`)
+    ``records`` files (a workdir's journals and part files, :func:`xaibench.runner.storage.store.record_files`)
     used. ``tracks``: only these; ``validity``:
     the validity tests' outcomes by (track, metric) (:mod:`xaibench.metaeval.ladder`); ``ceilings``:
     the human ceilings by (track, metric) (:mod:`xaibench.metaeval.ceiling`), each explainer's mean

@@ -32,7 +32,7 @@ from xaibench.metaeval.ceiling import Ceiling
 from xaibench.metaeval.files import digests
 from xaibench.metaeval.submissions import meta_of_submissions
 from xaibench.publish.gate import META_SCHEMA
-from xaibench.runner.store import record_files
+from xaibench.runner import record_files
 
 TOLERANCE = 1e-9  # absolute, figures recomputed from the submissions
 RERUN_TOLERANCE = 1e-6  # absolute, figures of validity tests re-run through the runner
@@ -351,3 +351,27 @@ def verify_meta(
     out.differences, out.checked = lines, checked
     out.status = 1 if lines else 0
     return out
+
+
+def rerun_through(meta: Callable[..., Any], data_dir: str | Path | None = None) -> Rerun:
+    """A :data:`Rerun` that re-runs a meta.json's validity tests with ``meta``
+    (:func:`xaibench.meta`, injected: the front door lives above this package) in a temporary
+    folder, removed after, and returns the fresh meta.json."""
+
+    def rerun(spec: RunSpec) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="xaibench-verify-meta-") as tmp:
+            result = meta(
+                spec.explainers,
+                suite=spec.suite,
+                tracks=spec.tracks,
+                metrics=spec.metrics,
+                params=spec.params,
+                limit=spec.limit,
+                seed=spec.seed,
+                output_path=tmp,
+                data_dir=data_dir,
+                progress=False,
+            )
+            return dict(json.loads(result.json_path.read_text()))
+
+    return rerun

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xaibench.api import Metric, MetricInput, MetricOutput
+from xaibench.api import Metric, MetricCost, MetricInput, MetricOutput
 from xaibench.pasta.checkpoint import DEFAULT_CHECKPOINT
 
 __all__ = ["PASTA_METRICS", "QUESTION_TEXT", "PastaQ1", "PastaQ2", "PastaQ3", "PastaQ4", "PastaQ5", "PastaQ6"]
@@ -48,6 +48,7 @@ class _PastaMetric(Metric):
     direction: ClassVar[str] = "higher"  # type: ignore[assignment]
     unit: ClassVar[str] = "stars (1-5)"
     value_range: ClassVar[tuple[float, float]] = (1.0, 5.0)  # 1 + 4 u, u in [0, 1] (xaibench.pasta.network)
+    cost = MetricCost(forward_passes=1)  # one encoder pass over the map's render
     version: ClassVar[str] = "1.0.0"
     licence: ClassVar[str] = "Apache-2.0"
     needs: ClassVar[tuple[str, ...]] = ("model",)

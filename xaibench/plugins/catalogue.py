@@ -47,13 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from xaibench import files, integrity
-from xaibench.api import Component, Dataset, Encoder, Explainer, Metric, Model, Suite, TrackSpec
+from xaibench.api import Component, Dataset, Encoder, Explainer, Metric, MetricCost, Model, Suite, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.params import Param
 from xaibench.version import __version__
 
-FORMAT = 5  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too;
-# 4: a metric's value_range; 5: a metric's scores_constant_maps
+FORMAT = 6  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too;
+# 4: a metric's value_range; 5: a metric's scores_constant_maps; 6: a metric's cost
 TIMEOUT_VARIABLE = "XAIBENCH_PLUGIN_TIMEOUT"  # seconds a distribution's probe may take (default 120)
 DEFAULT_TIMEOUT = 120.0
 MAX_DESCRIPTION_BYTES = 8 << 20
@@ -69,16 +69,28 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "explainer": COMMON + PARAMETRISED + ("kind", "reference_only", "tuned_on_benchmark"),
     "metric": COMMON
     + PARAMETRISED
-    + ("family", "direction", "ranking", "default", "unit", "explanation_kinds", "value_range", "scores_constant_maps"),
+    + (
+        "family",
+        "direction",
+        "ranking",
+        "default",
+        "unit",
+        "explanation_kinds",
+        "value_range",
+        "cost",
+        "scores_constant_maps",
+    ),
     "suite": COMMON,
     "dataset": (*COMMON, "synthetic", "source"),
     "model": (*COMMON, "synthetic"),
     "encoder": COMMON + PARAMETRISED + ("modalities",),
 }
+COST_FIELDS = ("forward_passes", "explanations", "shared")
+"""The fields of a :class:`~xaibench.api.MetricCost`, as a stand-in carries them."""
 # Every kind runs only where its distribution is imported for real. A dataset's samples are
-# loaded in a worker and reach the runner as data (xaibench.runner.dataset_worker); a model or an
+# loaded in a worker and reach the runner as data (xaibench.runner.isolation.dataset_worker); a model or an
 # encoder is built in a worker of its own that answers forward passes and embeddings as data
-# (xaibench.runner.component_worker).
+# (xaibench.runner.isolation.component_worker).
 STAND_IN_KINDS = frozenset(ATTRIBUTES)
 
 
@@ -116,6 +128,8 @@ def encode(value: Any, depth: int = 0) -> Any:
         if not all(isinstance(k, str) for k in value):
             raise TypeError("a mapping with keys that are not strings")
         return {"__map__": {k: encode(v, depth + 1) for k, v in value.items()}}
+    if isinstance(value, MetricCost):
+        return {"__cost__": {f: encode(getattr(value, f), depth + 1) for f in COST_FIELDS}}
     if isinstance(value, Param):
         if value.kind not in (bool, int, float, str):
             raise TypeError(f"a Param of kind {value.kind!r}")
@@ -139,6 +153,8 @@ def decode(value: Any) -> Any:
         return {str(k): decode(v) for k, v in value["__map__"].items()}
     if "__float__" in value:
         return float(value["__float__"])
+    if "__cost__" in value:
+        return MetricCost(**{f: decode(v) for f, v in value["__cost__"].items() if f in COST_FIELDS})
     if "__param__" in value:
         p = value["__param__"]
         return Param(_KINDS[p["kind"]], p["low"], p["high"], tuple(p["choices"]), bool(p["optional"]))
@@ -276,7 +292,7 @@ def stand_in(kind: str, data: Mapping[str, Any], distribution: str, plugin: str)
 
 def _dataset_init(self: Any, **params: Any) -> None:
     """A stand-in dataset (or model) keeps its parameters: the runner sends them to the worker that
-    builds the real one (:mod:`xaibench.runner.dataset_worker`). Names the plugin's constructor does not
+    builds the real one (:mod:`xaibench.runner.isolation.dataset_worker`). Names the plugin's constructor does not
     take, or required ones missing, raise ``TypeError`` here, as they would there."""
     signature = getattr(type(self), "__signature__", None)
     if isinstance(signature, inspect.Signature):
@@ -382,7 +398,7 @@ def _points_key(points: Sequence[EntryPoint]) -> str:
 
 def handed_over() -> dict[str, dict[str, Any]]:
     """The descriptions this process used, as JSON-able data, for a process it starts on another
-    machine or with another ``sys.path`` (a Ray actor's child, :mod:`xaibench.runner.ray_child`):
+    machine or with another ``sys.path`` (a Ray actor's child, :mod:`xaibench.runner.isolation.ray_child`):
     :func:`adopt` there uses them instead of probing every distribution again."""
     return dict(_DESCRIBED)
 

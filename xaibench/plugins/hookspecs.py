@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:  # `import xaibench` stays free of numpy, whose BLAS starts threads: the metric
-    # worker (runner/metric_child.py) must be single-threaded when it enters its sandbox
+    # worker (runner/isolation/metric_child.py) must be single-threaded when it enters its sandbox
     from xaibench.api import Register
 
 PROJECT = "xaibench"

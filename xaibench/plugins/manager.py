@@ -28,7 +28,7 @@ import re
 import signal
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 import pluggy
 
 from xaibench.api import (
-    FAMILIES,
     Component,
     ComponentInfo,
     Dataset,
@@ -49,6 +48,8 @@ from xaibench.api import (
     value_range_problem,
 )
 from xaibench.errors import RegistrationError, UnknownComponentError, XaibenchError
+from xaibench.families import BY_NAME
+from xaibench.metric_cost import cost_problem
 from xaibench.plugins import catalogue, hookspecs
 from xaibench.version import __version__
 
@@ -82,7 +83,7 @@ on_plugin_error: Callable[[str], None] | None = None
 # How this process reaches a model or an encoder of a distribution it holds as a stand-in, by kind:
 # called with the stand-in instance (its class data and validated parameters), it returns a proxy
 # whose calls run in a worker that imports the distribution. The runner installs them
-# (xaibench.runner.component_worker); without one, the stand-in itself is returned and its
+# (xaibench.runner.isolation.component_worker); without one, the stand-in itself is returned and its
 # behaviour raises ``StandInError``.
 remote_builders: dict[str, Callable[[Any], Any]] = {}
 
@@ -198,7 +199,7 @@ class Registry:
         """The entry points of the group, known from their distributions' descriptions
         (:mod:`xaibench.plugins.catalogue`): every component becomes a stand-in and no plugin code
         runs in this process (a dataset's samples are loaded in a worker,
-        :mod:`xaibench.runner.dataset_worker`; a model or an encoder is reached through a proxy,
+        :mod:`xaibench.runner.isolation.dataset_worker`; a model or an encoder is reached through a proxy,
         :data:`remote_builders`)."""
         allow = _env_list("XAIBENCH_LOAD_PLUGINS")
         block = _env_list("XAIBENCH_DISABLE_PLUGINS") or set()
@@ -460,11 +461,13 @@ def remote_distribution(component: type[Component] | Component) -> str | None:
 
 
 def _check_metric(cls: type[Metric], plugin: str) -> None:
-    if cls.family not in FAMILIES:
-        raise RegistrationError(f"{plugin}: metric {cls.name!r} has family {cls.family!r}; use one of {FAMILIES}")
+    if cls.family not in BY_NAME:
+        raise RegistrationError(f"{plugin}: metric {cls.name!r} has family {cls.family!r}; use one of {tuple(BY_NAME)}")
     if cls.direction not in ("higher", "lower"):
         raise RegistrationError(f"{plugin}: metric {cls.name!r} must declare direction 'higher' or 'lower'")
     problem = value_range_problem(getattr(cls, "value_range", None))
+    params = getattr(cls, "default_params", None)
+    problem = problem or cost_problem(getattr(cls, "cost", None), list(params) if isinstance(params, Mapping) else [])
     if problem is not None:
         raise RegistrationError(f"{plugin}: metric {cls.name!r}: {problem}")
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xaibench.families import POLICIES
 from xaibench.publish.gate import Gate, read_gate
 from xaibench.publish.leaderboard import (
     NEVER_RANKED,
@@ -56,7 +57,7 @@ from xaibench.publish.shapes import (
 )
 from xaibench.publish.submission import read_submissions
 from xaibench.publish.submission_files import Submission
-from xaibench.runner.chance import chance_warning
+from xaibench.runner import chance_warning
 
 LEADERBOARD_SCHEMA = "xaibench.leaderboard/2"
 CLAIMED_VERIFIED = "claims verified (not checked here)"
@@ -224,8 +225,9 @@ def track_diagnosis(provenance: Mapping[str, Any]) -> dict[str, str]:
     """family -> why it is a diagnosis on a track, from the track's provenance: where the run
     measured that the model relies on a planted cue more than on the object
     (``provenance["cue_reliance"]``, :func:`xaibench.runner.track.cue_reliance`), alignment to
-    the object mask is no evidence of a faithful map (the faithful map shows the cue), so the
-    alignment family is a diagnosis there, out of the overall rank (DESIGN 10)."""
+    the object mask is no evidence of a faithful map (the faithful map shows the cue), so each
+    family with a ``cue_diagnosis`` (:mod:`xaibench.families`: alignment) is a diagnosis there,
+    out of the overall rank (DESIGN 10)."""
     figures = provenance.get("cue_reliance")
     if not isinstance(figures, Mapping) or figures.get("relies_on") != "cue":
         return {}
@@ -233,11 +235,9 @@ def track_diagnosis(provenance: Mapping[str, Any]) -> dict[str, str]:
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (without_cue, without_object)):
         return {}
     return {
-        "alignment": (
-            f"diagnosis: the model relies on the planted cue (accuracy {without_cue:.2f} with the cue painted "
-            f"over, {without_object:.2f} with the object painted over), so alignment to the object is no "
-            "evidence of a faithful map; out of the overall rank"
-        )
+        p.name: p.cue_diagnosis.format(without_cue=without_cue, without_object=without_object)
+        for p in POLICIES
+        if p.cue_diagnosis
     }
 
 

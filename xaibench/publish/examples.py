@@ -29,7 +29,7 @@ from PIL import Image
 
 from xaibench.files import write_bytes_atomic
 from xaibench.pasta.render import concept_sentence, render_id, render_overlay
-from xaibench.runner.examples import ExampleSet
+from xaibench.runner import ExampleSet
 from xaibench.safe_names import checked_name, file_name
 
 ASSETS_DIR = "assets"

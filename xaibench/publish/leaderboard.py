@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xaibench.api import FAMILIES, FAMILY_RANKED, RANKED_FAMILIES
+from xaibench.families import DEFAULT_FAMILY, POLICIES, family_index, policy_of
 from xaibench.publish.identity import check_submissions
 from xaibench.publish.sample_values import SampleValues
 from xaibench.publish.shapes import (
@@ -106,8 +106,6 @@ MIN_RANKED = 2
 """Methods (not references) with per-sample values a (track, metric) needs before any of them is
 ranked: a rank among one is no rank (a metric only one file reports would make it #1 of 1)."""
 TOO_FEW_METHODS = f"not ranked: fewer than {MIN_RANKED} methods have values for this metric here"
-SHOWN_ONLY = "not ranked: shown only"
-SANITY_STATUS = "not ranked: sanity check"
 
 
 @dataclass
@@ -354,7 +352,7 @@ def perceptual_validity(entries: Iterable[Entry], rules: Rules = RULES) -> tuple
     threshold = float(rules["perceptual_min_spearman"])
     labels: list[str] = []
     reason: str | None = None
-    blocks = [e for e in entries if e.family == "perceptual"]
+    blocks = [e for e in entries if policy_of(e.family).needs_validity]
     for e in sorted(blocks, key=lambda e: (e.explainer, e.metric)):
         label = e.params.get("label")
         if isinstance(label, str) and label not in labels:
@@ -372,11 +370,6 @@ def perceptual_validity(entries: Iterable[Entry], rules: Rules = RULES) -> tuple
         shown = "not reported" if rho is None else f"{_short(rho, threshold)} < {threshold:g}"
         reason = f"{who}, held-out Q1 technique-level Spearman {shown}"
     return reason is None, reason, "; ".join(labels) or None
-
-
-def family_index(family: str) -> int:
-    """Position of a family in the display order (:data:`xaibench.api.FAMILIES`); unknown ones last."""
-    return FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
 
 
 def _metric_row(e: Entry, rank: int | None, status: str, label: str, flags: str) -> BoardRow:
@@ -437,29 +430,25 @@ def na_flag(n: int, n_na: int, rules: Rules = RULES) -> str | None:
     return f"n/a {round(100 * n_na / total)} %"
 
 
-KNOWN_ANSWER_FAMILY = "ground_truth"
-"""The family that scores maps against an answer built into the model (DESIGN 11)."""
-KNOWN_ANSWER_REASON = (
-    "diagnosis: this track's model decides by a mechanism built in, so the {family} family, a proxy, is "
-    "reported beside the known answer (the ground_truth family), which alone makes the overall rank"
-)
-
-
 def scores_known_answer(e: Entry) -> bool:
-    """Whether ``e`` scores maps against a known answer on its track: a ranking metric of the
-    ``ground_truth`` family with values (it is n/a wherever the samples carry no known answer).
-    The one test of a mechanism track, for the board and for meta-evaluation (DESIGN 11)."""
-    return e.family == KNOWN_ANSWER_FAMILY and e.ranking and e.n > e.n_na
+    """Whether ``e`` scores maps against a known answer on its track: a ranking metric of a
+    known-answer family (a row with ``known_answer``, :mod:`xaibench.families`) with values (it is
+    n/a wherever the samples carry no known answer). The one test of a mechanism track, for the
+    board and for meta-evaluation (DESIGN 11)."""
+    return policy_of(e.family).known_answer != "" and e.ranking and e.n > e.n_na
 
 
 def known_answer_diagnosis(entries: Sequence[Entry]) -> dict[str, str]:
     """family -> why it is a diagnosis, on a track scored against a known answer (DESIGN 11): where
-    a ranking metric of the ``ground_truth`` family has values (it is n/a on samples without a known
-    answer, so on every ordinary track), every other ranked family is shown
-    and ranked within itself but leaves the overall rank; elsewhere nothing."""
-    if not any(scores_known_answer(e) for e in entries):
+    a ranking metric of a known-answer family has values (:func:`scores_known_answer`; n/a on
+    samples without a known answer, so on every ordinary track), every other counted family is
+    shown and ranked within itself but leaves the overall rank, with that row's reason; elsewhere
+    nothing."""
+    known = next((e.family for e in entries if scores_known_answer(e)), None)
+    if known is None:
         return {}
-    return {f: KNOWN_ANSWER_REASON.format(family=f) for f in RANKED_FAMILIES if f != KNOWN_ANSWER_FAMILY}
+    reason = policy_of(known).known_answer
+    return {p.name: reason.format(family=p.name) for p in POLICIES if p.counted_overall and p.name != known}
 
 
 def rank_track(
@@ -501,33 +490,29 @@ def rank_track(
     for metric in sorted(by_metric, key=lambda m: (family_index(by_metric[m][0].family), m)):
         group = by_metric[metric]
         ranks: dict[str, tuple[int | None, str]]
-        family = group[0].family
+        policy = policy_of(group[0].family)
         gated = (invalid or {}).get(metric)
         ranked = gated is None and all(e.ranking for e in group) and metric not in NEVER_RANKED
         methods = [e for e in group if e.explainer not in refs]
         if gated is not None:
             ranks = {e.explainer: (None, gated) for e in group}
-        elif ranked and family in FAMILY_RANKED and (family != "perceptual" or perceptual_ok):
+        elif ranked and policy.ranked_within and (not policy.needs_validity or perceptual_ok):
             ranks = rank_metric(methods, min_shared) if methods else {}
-        elif ranked and family == "perceptual":
+        elif ranked and policy.ranked_within:  # the checkpoint is not valid
             ranks = {e.explainer: (None, f"not ranked: {perceptual_reason}") for e in group}
-        elif family == "sanity":
-            ranks = {e.explainer: (None, SANITY_STATUS) for e in group}
-        elif family == "perceptual":
-            ranks = {e.explainer: (None, SHOWN_ONLY) for e in group}
         else:
-            ranks = {e.explainer: (None, "") for e in group}
+            ranks = {e.explainer: (None, policy.unranked_status) for e in group}
         ranks.update({e.explainer: (None, REFERENCE_STATUS) for e in group if e.explainer in refs})
         for e in sorted(group, key=lambda e: e.explainer):
             rank, status = ranks[e.explainer]
             cell_flags = [f for f in (na_flag(e.n, e.n_na, rules),) if f]
             if insensitive(e, rules):
                 cell_flags.append(INSENSITIVE)
-            label = (perceptual_label or "") if e.family == "perceptual" else ""
+            label = (perceptual_label or "") if policy_of(e.family).needs_validity else ""
             rows.append(_metric_row(e, rank, status, label, "; ".join(cell_flags)))
-            if ranked and e.family in FAMILY_RANKED and e.explainer in refs:
+            if ranked and policy_of(e.family).ranked_within and e.explainer in refs:
                 ref_members[e.family].add(e.explainer)
-            elif ranked and e.family in FAMILY_RANKED:
+            elif ranked and policy_of(e.family).ranked_within:
                 if rank is not None:
                     family_ranks[e.family][e.explainer].append(rank)
                 else:
@@ -537,29 +522,29 @@ def rank_track(
     present = sorted({e.family for e in entries}, key=family_index)
     family_scores: dict[str, dict[str, float]] = {}
     for family in present:
-        label = perceptual_label if family == "perceptual" else None
-        if family not in FAMILY_RANKED:
-            reason = "sanity check, never ranked" if family == "sanity" else "shown only"
-            families[family] = {"ranked": False, "reason": reason, "label": label}
+        policy = policy_of(family)
+        label = perceptual_label if policy.needs_validity else None
+        if not policy.ranked_within:
+            families[family] = {"ranked": False, "reason": policy.unranked_reason, "label": label}
             continue
         members = sorted(set(family_ranks[family]) | set(family_status[family]))
         if not members:  # the family has no ranking metric on this track
             families[family] = {"ranked": False, "reason": "no ranking metric", "label": label}
             continue
-        if family == "perceptual" and not perceptual_ok:
+        if policy.needs_validity and not perceptual_ok:
             families[family] = {"ranked": False, "reason": perceptual_reason, "label": label}
             status, shown = f"not ranked: {perceptual_reason}", label or ""
             for x in members:
-                rows.append(_rank_row(track, x, "rank:perceptual", family, None, None, status=status, label=shown))
+                rows.append(_rank_row(track, x, f"rank:{family}", family, None, None, status=status, label=shown))
             for x in sorted(ref_members[family]):
-                rows.append(_rank_row(track, x, "rank:perceptual", family, None, None, status=REFERENCE_STATUS))
+                rows.append(_rank_row(track, x, f"rank:{family}", family, None, None, status=REFERENCE_STATUS))
             continue
         scores = {x: sum(r) / len(r) for x, r in family_ranks[family].items() if r}
         ranks_of = rank_by_mean(scores)
         if scores and family in diagnosis:  # shown and ranked among methods, out of the overall rank
             families[family] = {"ranked": False, "reason": diagnosis[family], "label": label}
         elif scores:
-            if family in RANKED_FAMILIES:  # robustness is ranked within itself only (DESIGN 3b)
+            if policy.counted_overall:  # robustness is ranked within itself only (DESIGN 3b)
                 family_scores[family] = scores
             families[family] = {"ranked": True, "reason": None, "label": label}
         else:
@@ -585,9 +570,12 @@ def rank_track(
     overall_ranks = rank_by_mean(overall)
     for x in explainers:
         eligible = [
-            f
-            for f in RANKED_FAMILIES
-            if f in family_status and (f != "perceptual" or perceptual_ok) and f not in diagnosis
+            p.name
+            for p in POLICIES
+            if p.counted_overall
+            and p.name in family_status
+            and (not p.needs_validity or perceptual_ok)
+            and p.name not in diagnosis
         ]
         statuses = set().union(*(family_status[f][x] for f in eligible))
         status = "" if x in overall else _why_not(statuses or {"not ranked: no ranked family"})
@@ -680,7 +668,7 @@ def entries_from_submissions(submissions: Iterable[Submission | tuple[Path, Subm
                         track=str(track_name),
                         explainer=sub.key,
                         metric=str(metric_id),
-                        family=str(m.get("family", "other")),
+                        family=str(m.get("family", DEFAULT_FAMILY)),
                         direction=str(m.get("direction", "higher")),
                         ranking=bool(m.get("ranking", False)),
                         value=_num(m.get("mean")),

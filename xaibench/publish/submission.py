@@ -44,10 +44,11 @@ from xaibench.publish.submission_files import (
     read_bytes,
     submission_text,
 )
+from xaibench.runner import IN_PROCESS_EXECUTORS
 from xaibench.safe_names import checked_name
 
 if TYPE_CHECKING:  # the runner imports torch; reading and ranking submissions needs neither
-    from xaibench.runner.run import RunResult
+    from xaibench.runner import RunResult
 
 SUBMISSION_SCHEMA = SCHEMA_V2
 """The format this version writes; :data:`SUPPORTED_SCHEMAS` are those it reads."""
@@ -120,7 +121,7 @@ def build_submission(
         "environment": {
             **{k: recorded[k] for k in ENVIRONMENT_FIELDS if k in recorded},
             # said only of trusted in-process runs: verify and the record refuse them (issue 42)
-            **({"executor": "inprocess"} if recorded.get("executor") == "inprocess" else {}),
+            **({"executor": recorded["executor"]} if recorded.get("executor") in IN_PROCESS_EXECUTORS else {}),
         },
         "run": cast(
             SubmittedRun, {k: recorded[k] for k in ("started", "limit", "torch_threads", "batch_size") if k in recorded}

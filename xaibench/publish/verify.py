@@ -64,8 +64,16 @@ from xaibench.plugins.manager import Registry
 from xaibench.publish.recompute import NA_REASONS_KEPT
 from xaibench.publish.submission import load_submission
 from xaibench.publish.submission_files import metric_values
-from xaibench.runner.config import RunConfig, make_run_config
-from xaibench.runner.run import Runner, resolve_tracks
+from xaibench.runner import (
+    CLI_EXECUTORS,
+    IN_PROCESS_EXECUTORS,
+    RUN_DEFAULTS,
+    RunConfig,
+    Runner,
+    RunOptions,
+    make_run_config,
+    resolve_tracks,
+)
 from xaibench.suites.metric_selection import resolve_metrics
 from xaibench.version import __version__
 
@@ -79,7 +87,7 @@ SEED_BITS = 32
 """A fresh seed is one of ``2**SEED_BITS``."""
 MISSING = "the re-run produced no record"
 """The re-run reason of a record the re-run did not produce (never a match)."""
-DEFAULT_BATCH_SIZE = 16
+DEFAULT_BATCH_SIZE = RUN_DEFAULTS.batch_size
 """The batch size re-run for a submission that does not record its own (``xaibench run``'s default)."""
 VOLATILE_METRIC_PARAMS = ("checkpoint",)
 """Metric parameters not compared: a PASTA checkpoint's name or path (its content is compared,
@@ -450,10 +458,11 @@ def verify_submission(
     run_seed = _field(path, data, "seed", int, 0)
     suite = _field(path, data, "suite", str, "default")
     environment = _object(data.get("environment"))
-    if environment.get("executor") == "inprocess":
+    if environment.get("executor") in IN_PROCESS_EXECUTORS:
+        sandboxed = " or ".join(CLI_EXECUTORS)
         raise XaibenchError(
-            f"{path}: computed with --executor inprocess (plugin code in the runner's own process, unsandboxed): "
-            "verify accepts sandboxed runs only; run it again with --executor local or ray"
+            f"{path}: computed with --executor {environment['executor']} (plugin code in the runner's own process, "
+            f"unsandboxed): verify accepts sandboxed runs only; run it again with --executor {sandboxed}"
         )
     threads = environment.get("torch_threads", _object(data.get("run")).get("torch_threads", 1))
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -487,6 +496,8 @@ def verify_submission(
     if batch_size is None:
         batch_size = DEFAULT_BATCH_SIZE
         result.notes.append(f"the submission does not record its batch size: re-running with {batch_size}")
+    # the recorded machine options; no progress bars, no cache (every value is computed again)
+    options = RunOptions(batch_size=batch_size, threads=threads, progress=False, cache=False, device=device)
 
     def configure(workdir: str, samples: Mapping[str, list[str]], metric_ids: list[str]) -> RunConfig:
         try:
@@ -499,12 +510,8 @@ def verify_submission(
                 seed=run_seed,
                 limit=_limit(path, data, sorted(samples)),
                 workdir=Path(workdir),
-                threads=threads,
-                batch_size=batch_size,
-                progress=False,
-                cache=False,
+                options=options,
                 examples=0,
-                device=device,
                 samples=dict(samples),
                 suite_tracks=given,
             )
@@ -676,7 +683,7 @@ def _outcomes(
 def _na_reasons(workdir: Path) -> dict[tuple[str, str, str], str]:
     """``(track, metric, sample) -> na_reason`` of every n/a record a re-run wrote into ``workdir``
     (it runs one explainer)."""
-    from xaibench.runner.store import RecordStore, journals
+    from xaibench.runner import RecordStore, journals
 
     out: dict[tuple[str, str, str], str] = {}
     for journal in journals(workdir / "results"):

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from xaibench.api import FAMILY_RANKED
+from xaibench.families import POLICIES, family_index, policy_of
 from xaibench.files import csv_text, write_text_atomic
 from xaibench.publish.board import (
     CLAIMED_FAILED,
@@ -33,7 +33,7 @@ from xaibench.publish.board import (
     rank_ties,
     track_title,
 )
-from xaibench.publish.leaderboard import CSV_COLUMNS, SANITY_METRIC, family_index
+from xaibench.publish.leaderboard import CSV_COLUMNS, SANITY_METRIC
 from xaibench.publish.shapes import BoardRow
 
 DIRECTION_WORDS = {"higher": "higher is better", "lower": "lower is better"}
@@ -168,10 +168,14 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
         return (family_index(family_of(m)), m)
 
     shown = [m for m in board.ranking_metrics.get(track, set()) if m in by_metric]
-    shown += [m for m in by_metric if m == SANITY_METRIC or (not m.startswith("rank:") and family_of(m) == "sanity")]
+    shown += [
+        m
+        for m in by_metric
+        if m == SANITY_METRIC or (not m.startswith("rank:") and policy_of(family_of(m)).flags_explainers)
+    ]
     metrics = sorted(set(shown), key=order)
     states = board.families.get(track, {})
-    families = [f for f in FAMILY_RANKED if f"rank:{f}" in by_metric]
+    families = [p.name for p in POLICIES if p.ranked_within and f"rank:{p.name}" in by_metric]
     header = ["overall rank", "explainer"]
     family_notes: dict[str, str] = {}
     for f in families:
@@ -377,7 +381,7 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
         by_metric[r["metric"]].append(r)
     ties = rank_ties(rows)
     states = board.families.get(track, {})
-    present = [f for f in FAMILY_RANKED if f"rank:{f}" in by_metric]
+    present = [p.name for p in POLICIES if p.ranked_within and f"rank:{p.name}" in by_metric]
     families = [f for f in present if states.get(f, {}).get("ranked", True)]
     notes: list[str] = []
     for f in present:
@@ -440,7 +444,7 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
             flagged[flag].append(label_of(board, x))
     notes += [f"! {flag}: {', '.join(who)}" for flag, who in flagged.items()]
     left_out = [m for m in by_metric if not m.startswith("rank:") and m not in chosen]
-    left_out = [m for m in left_out if m in ranking or m == SANITY_METRIC or family_of(m) == "sanity"]
+    left_out = [m for m in left_out if m in ranking or m == SANITY_METRIC or policy_of(family_of(m)).flags_explainers]
     if left_out:
         notes.append(f"not shown: {', '.join(sorted(left_out, key=order))} (--wide)")
 

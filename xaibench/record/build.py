@@ -27,8 +27,7 @@ from pathlib import Path
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry, get_registry
 from xaibench.publish.submission import load_submission, submission_filename, write_run
-from xaibench.runner.config import API, data_dir, make_run_config
-from xaibench.runner.run import Runner, resolve_explainers
+from xaibench.runner import API, DEFAULT_EXECUTOR, Runner, data_dir, make_run_config, resolve_explainers
 from xaibench.safe_names import checked_name
 from xaibench.suites.record import RECORD_SUITE, RECORD_TRACKS, missing_tracks
 
@@ -92,7 +91,7 @@ def build_record(
     tracks: Sequence[str] | None = None,
     paths: RecordPaths | None = None,
     data: Path | None = None,
-    executor: str = "local",
+    executor: str = DEFAULT_EXECUTOR,
     workers: int = 1,
     threads: int = 2,
     timeout: float | None = 300.0,

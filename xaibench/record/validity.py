@@ -72,38 +72,17 @@ def compute_validity(
 ) -> dict[Key, Validity]:
     """Run the ladder on every track's alignment metrics and the planted-cue test on the
     faithfulness metrics of the tracks with a measured cue reliance, into ``workdir`` (cached:
-    a second call reuses the runs), and return each (track, metric)'s verdict."""
-    from xaibench.metaeval.ladder import LEVELS, ladder_validity
-    from xaibench.metaeval.planted import planted_validity
-    from xaibench.python_api import reference_values
+    a second call reuses the runs), and return each (track, metric)'s verdict
+    (:func:`xaibench.metaeval.validity_runs.reference_validity`, its runs made by :func:`xaibench.run`)."""
+    from xaibench.metaeval.validity_runs import reference_validity
+    from xaibench.python_api import run
 
     families, reliance = record_metrics(submissions)
     if not families:
         raise XaibenchError(f"{submissions}: no submissions to take the record's tracks and metrics from")
-    options = dict(run_options or {})
-    out: dict[Key, Validity] = {}
-    aligned = {t: sorted(m for m, f in ms.items() if f == "alignment") for t, ms in families.items()}
-    aligned = {t: ms for t, ms in aligned.items() if ms}
-    for track, metrics in sorted(aligned.items()):
-        say(f"validity: the ladder ({len(LEVELS)} levels) on {track}: {', '.join(metrics)}")
-        scored = reference_values(
-            "ladder", "a", LEVELS, workdir, [track], metrics, suite, seed, None, data_dir, options
-        )
-        for (t, metric), (direction, values) in scored.items():
-            out[(t, metric)] = ladder_validity(values, direction, seed=seed, track=t, metric=metric)
-    for track, figures in sorted(reliance.items()):
-        metrics = sorted(m for m, f in families.get(track, {}).items() if f == "faithfulness")
-        if not metrics:
-            continue
-        say(f"validity: the planted cue on {track}: {', '.join(metrics)}")
-        scored = reference_values(
-            "planted", "region", ("cue", "object"), workdir, [track], metrics, suite, seed, None, data_dir, options
-        )
-        for (t, metric), (direction, values) in scored.items():
-            out[(t, metric)] = planted_validity(
-                values.get("cue", {}), values.get("object", {}), direction, figures, seed=seed, track=t, metric=metric
-            )
-    return out
+    return reference_validity(
+        families, reliance, suite, workdir, run=run, seed=seed, data_dir=data_dir, run_options=run_options, say=say
+    )
 
 
 def validity_json(validity: Mapping[Key, Validity], *, suite: str, seed: int) -> dict[str, Any]:

@@ -2,27 +2,41 @@
 
 ``xaibench run`` (through :func:`xaibench.run`), ``xaibench tune`` and ``select``, and
 ``xaibench submission verify`` all build their :class:`RunConfig` with :func:`make_run_config`,
-the only place that constructs one. The checks of what a user may get wrong (counts, seed,
+the only place that constructs one. :class:`RunOptions` is the one table of the machine options
+every run takes (batch size, timeout, threads, progress, cache, executor, workers, Ray address,
+device): their defaults, and how the command line offers each (``xaibench run``'s options are
+made from it), so a caller builds one and passes it through. The checks of what a user may get wrong (counts, seed,
 timeout, executor, device, the suite or ad-hoc track) live here too, with messages that name
 each argument the way the caller spells it (:class:`Spelling`: ``--limit`` on the command line,
 ``limit=`` in Python). :func:`run_outputs` places a run's workdir, submissions and leaderboard
 (``--output-path``/``output_path=`` and the finer options). :func:`data_dir` sets
 ``XAIBENCH_DATA_DIR`` for one run and restores it, so no command leaves the process environment
 changed.
+
+The device and the executor are decided here once. :func:`check_device` is the one check of a
+``--device``/``device=`` value (every front door and the runner call it), :func:`resolve_device`
+the one place it becomes a device of this machine (the runner calls it, once per run), and
+:data:`DEFAULT_DEVICE` the one default. :data:`EXECUTOR_TABLE` is the one table of executors
+(name, the run options each takes, its constructor): a new backend is one entry plus its module.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xaibench.api import TrackSpec
 from xaibench.errors import XaibenchError
+
+if TYPE_CHECKING:
+    import torch
+
+_Make = TypeVar("_Make", bound=Callable[..., Any])
 
 EXAMPLES_PER_TRACK = 4
 """Example explanations per track and explainer kept for the submissions (``--examples``). Here,
@@ -34,25 +48,82 @@ __all__ = [
     "API",
     "CLI",
     "CLI_EXECUTORS",
+    "DEFAULT_DEVICE",
+    "DEFAULT_EXECUTOR",
     "DEVICE_CHOICES",
     "DEVICE_PATTERN",
     "EXECUTORS",
+    "EXECUTOR_TABLE",
+    "IN_PROCESS_EXECUTORS",
+    "RUN_DEFAULTS",
+    "CommandLineOption",
+    "ExecutorEntry",
     "RunConfig",
+    "RunOptions",
     "RunOutputs",
     "Spelling",
+    "check_device",
     "data_dir",
+    "executor_entry",
+    "executor_options",
     "make_run_config",
     "parameter_mapping",
+    "resolve_device",
     "run_outputs",
     "suite_tracks",
 ]
 
-EXECUTORS = ("local", "ray", "inprocess")
-"""Where explainer code runs: ``local`` worker processes, ``ray`` actors, or ``inprocess`` (trusted code)."""
-CLI_EXECUTORS = ("local", "ray")
+
+@dataclass(frozen=True)
+class ExecutorEntry:
+    """One executor: where explainer code runs. ``constructor`` is ``"module:Class"``, imported
+    only when the executor is made (reading the table imports no torch); the class takes the
+    registry, then the keywords of ``options`` (:class:`RunConfig` field -> keyword). Internal:
+    there is no hook for third-party executors (executors run where results are decided)."""
+
+    name: str
+    constructor: str
+    options: Mapping[str, str]
+    command_line: bool = True
+    """Offered by ``xaibench run --executor`` (else from Python only)."""
+    in_process: bool = False
+    """Runs plugin code in the runner's own process, unsandboxed: trusted code only. Such a run
+    says so in its record keys and submissions, and ``submission verify`` refuses it."""
+
+
+EXECUTOR_TABLE: tuple[ExecutorEntry, ...] = (
+    ExecutorEntry(
+        "local", "xaibench.runner.isolation.workers:LocalExecutor", {"workers": "workers", "threads": "threads"}
+    ),
+    ExecutorEntry(
+        "ray",
+        "xaibench.runner.isolation.ray_executor:RayExecutor",
+        {"workers": "workers", "threads": "threads", "ray_address": "address"},
+    ),
+    ExecutorEntry(
+        "inprocess",
+        "xaibench.runner.executors:InProcessExecutor",
+        {"threads": "threads"},
+        command_line=False,
+        in_process=True,
+    ),
+)
+"""Every executor: ``local`` worker processes, ``ray`` actors, or ``inprocess`` (trusted code)."""
+EXECUTORS = tuple(e.name for e in EXECUTOR_TABLE)
+CLI_EXECUTORS = tuple(e.name for e in EXECUTOR_TABLE if e.command_line)
 """The executors the command line offers (``inprocess`` is for trusted code, from Python only)."""
+IN_PROCESS_EXECUTORS = tuple(e.name for e in EXECUTOR_TABLE if e.in_process)
+"""The executors that run plugin code in the runner's process (a tuple: ``in`` compares with ``==``,
+so a value read from a file, whatever its type, is safe to test)."""
+DEFAULT_EXECUTOR = "local"
+"""The executor of every front door when none is given (``RunConfig``, :func:`make_run_config`,
+``xaibench.run``, ``--executor``)."""
+
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N or mps"
+DEFAULT_DEVICE = "auto"
+"""The device of every front door when none is given (``RunConfig``, :func:`make_run_config`,
+``xaibench.run``, ``--device``): the first CUDA GPU torch sees, else MPS, else the CPU."""
 ADHOC_SUITE = "adhoc"
 """The suite name recorded for a run of one ad-hoc track (a model on a dataset)."""
 WORKDIR_NAME = ".xaibench"
@@ -61,6 +132,78 @@ SUBMISSIONS_NAME = "submissions"
 LEADERBOARD_NAME = "leaderboard"
 RUNS_CACHE = "runs"
 """The workdir of a Python run without an output path: ``<cache>/runs`` (explanations reused across calls)."""
+
+
+@dataclass(frozen=True)
+class CommandLineOption:
+    """How the command line offers a run option (``xaibench run``, and the commands that share
+    it): its flags, help line and metavar. A number is checked from ``minimum`` up; ``choices``:
+    the values offered; ``negated``: a flag that turns the option off (``--no-cache``, ``--quiet``)."""
+
+    flags: tuple[str, ...]
+    help: str
+    metavar: str | None = None
+    minimum: float | None = None
+    choices: tuple[str, ...] | None = None
+    negated: bool = False
+
+    @property
+    def name(self) -> str:
+        """The option's parameter name on the command line (``--no-cache``: ``no_cache``)."""
+        return self.flags[0].lstrip("-").replace("-", "_")
+
+
+def _option(default: Any, *flags: str, help: str, **how: Any) -> Any:
+    """A :class:`RunOptions` field: its one default and its :class:`CommandLineOption`."""
+    return field(default=default, metadata={"command_line": CommandLineOption(flags, help, **how)})
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The machine options every run takes, with their one set of defaults: how a run computes,
+    not what (the explainers, tracks, metrics, seed and limit are :func:`make_run_config`'s own
+    arguments). Every front door builds one and passes it through: ``xaibench.run``'s keyword
+    arguments, the command line's options (made from this table: each field's
+    :class:`CommandLineOption`), the meta-evaluation's and ``submission verify``'s re-runs.
+    Checked by :func:`make_run_config` (one line naming the option as the caller spells it).
+
+    A new run option is a field here (with its command-line flags and help), its
+    :class:`RunConfig` field filled in :func:`make_run_config`, and a parameter of
+    :func:`xaibench.run`."""
+
+    batch_size: int = _option(16, "--batch-size", help="Images per model forward pass.", minimum=1)
+    timeout: float | None = _option(
+        300.0, "--timeout", help="Seconds allowed per explainer call (0: none; at most a year).", minimum=0
+    )
+    threads: int = _option(1, "--threads", help="torch intra-op threads.", minimum=1)
+    progress: bool = _option(True, "--quiet", "-q", help="No progress bars.", negated=True)
+    cache: bool = _option(True, "--no-cache", help="Do not read or write the explanation cache.", negated=True)
+    executor: str = _option(
+        DEFAULT_EXECUTOR,
+        "--executor",
+        help="Where explainer code runs: worker processes on this machine, or Ray (pip install 'xaibench[ray]').",
+        choices=CLI_EXECUTORS,
+    )
+    workers: int = _option(1, "--workers", help="Explainer worker processes.", minimum=1)
+    ray_address: str | None = _option(
+        None, "--ray-address", help="Join this Ray cluster (default: start a local one).", metavar="ADDR"
+    )
+    device: str = _option(
+        DEFAULT_DEVICE,
+        "--device",
+        help="Device for models, explainers and metric forward passes (auto: a GPU when torch sees one).",
+        metavar="auto|cpu|cuda|cuda:N|mps",
+    )
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RunOptions:
+        """The run options among ``values`` (e.g. the keyword arguments of ``xaibench.meta``; other
+        keys are left out), the others at their defaults."""
+        return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+
+
+RUN_DEFAULTS = RunOptions()
+"""The default of every run option (``RUN_DEFAULTS.batch_size``): the one set every front door uses."""
 
 
 @dataclass
@@ -75,18 +218,18 @@ class RunConfig:
     seed: int = 0
     limit: int | None = None
     workdir: Path = Path(".xaibench")
-    forward_batch: int = 16
-    explain_batch: int = 16
-    metric_batch: int = 16
-    timeout: float | None = 300.0
-    threads: int = 1
-    progress: bool = True
-    use_cache: bool = True
+    forward_batch: int = RUN_DEFAULTS.batch_size
+    explain_batch: int = RUN_DEFAULTS.batch_size
+    metric_batch: int = RUN_DEFAULTS.batch_size
+    timeout: float | None = RUN_DEFAULTS.timeout
+    threads: int = RUN_DEFAULTS.threads
+    progress: bool = RUN_DEFAULTS.progress
+    use_cache: bool = RUN_DEFAULTS.cache
     examples: int = EXAMPLES_PER_TRACK  # example explanations per track and explainer, for the submissions
-    executor: str = "local"  # where explainer code runs: "local" worker processes, "ray", or "inprocess" (trusted)
-    workers: int = 1  # worker processes (local) or Ray workers
-    ray_address: str | None = None  # join this Ray cluster; None starts a local Ray instance
-    device: str = "cpu"  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
+    executor: str = RUN_DEFAULTS.executor  # where explainer code runs: an EXECUTOR_TABLE name
+    workers: int = RUN_DEFAULTS.workers  # worker processes (local) or Ray workers
+    ray_address: str | None = RUN_DEFAULTS.ray_address  # join this Ray cluster; None starts a local Ray instance
+    device: str = RUN_DEFAULTS.device  # "auto", "cpu", "cuda", "cuda:N" or "mps" (resolved by the runner)
     # Track name -> the only sample ids to run there, taken from the track's first `limit` samples
     # (`xaibench submission verify`); a track not named here, or None, runs all its samples.
     samples: Mapping[str, Sequence[str]] | None = None
@@ -108,13 +251,17 @@ class Spelling:
         return f"{name}{value!r}" if name.endswith("=") else f"{name} {value}"
 
 
+_VALUED = [f for f in fields(RunOptions) if not f.metadata["command_line"].negated]
+"""The run options that take a value (``--quiet`` and ``--no-cache`` are flags): spelled in messages."""
 API = Spelling(
     {
-        **{k: f"{k}=" for k in ("suite", "model", "dataset", "limit", "seed", "timeout", "device", "executor")},
-        **{k: f"{k}=" for k in ("batch_size", "threads", "workers", "data_dir", "submissions", "leaderboard_dir")},
+        **{k: f"{k}=" for k in ("suite", "model", "dataset", "limit", "seed")},
+        **{f.name: f"{f.name}=" for f in _VALUED},
+        **{k: f"{k}=" for k in ("data_dir", "submissions", "leaderboard_dir")},
         **{k: f"{k}=" for k in ("output_path", "workdir")},
         **{k: k for k in ("model_params", "dataset_params", "target", "track_name")},
         "publish": "publish=False",
+        "params": "params",
     }
 )
 CLI = Spelling(
@@ -128,18 +275,14 @@ CLI = Spelling(
         "track_name": "--track-name",
         "limit": "--limit",
         "seed": "--seed",
-        "timeout": "--timeout",
-        "device": "--device",
-        "executor": "--executor",
-        "batch_size": "--batch-size",
-        "threads": "--threads",
-        "workers": "--workers",
+        **{f.name: f.metadata["command_line"].flags[0] for f in _VALUED},
         "data_dir": "--data-dir",
         "submissions": "--submissions",
         "leaderboard_dir": "--leaderboard-dir",
         "output_path": "--output-path",
         "workdir": "--workdir",
         "publish": "--no-publish",
+        "params": "--param",
     }
 )
 
@@ -300,12 +443,86 @@ def run_outputs(
 
 
 def check_device(device: Any, spelling: Spelling = API) -> str:
-    """``device`` when it names a device kind (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``)."""
-    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
-        raise XaibenchError(f"{spelling.value('device', device)}: expected {DEVICE_CHOICES}")
-    return device
+    """The device kind ``device`` names (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``; case and
+    surrounding spaces aside), the one check of a device every front door and the runner make;
+    else one line naming the argument as ``spelling`` spells it (``--device tpu: unknown device;
+    use ...`` on the command line and in the runner, ``device='tpu': expected ...`` in Python).
+    Whether this machine has the device is :func:`resolve_device`'s to say."""
+    kind = device.strip().lower() if isinstance(device, str) else None
+    if kind is None or not DEVICE_PATTERN.fullmatch(kind):
+        wording = "unknown device; use" if spelling("device").startswith("-") else "expected"
+        raise XaibenchError(f"{spelling.value('device', device)}: {wording} {DEVICE_CHOICES}")
+    return kind
 
 
+def _mps_available() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device ``--device name`` means here (checked by :func:`check_device` first): ``auto``
+    is the first CUDA GPU when torch sees one, else Apple's MPS when available, else the CPU. A
+    device that is not available here raises :class:`XaibenchError` (one line naming
+    ``--device``: the runner speaks the command line's spelling). The runner calls it once per
+    run and carries the device from there (tracks, workers, metrics); it may initialise CUDA."""
+    import torch
+
+    kind = check_device(name, CLI)
+    if kind == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("mps") if _mps_available() else torch.device("cpu")
+    device = torch.device(kind)
+    if device.type == "cpu":
+        return device
+    if device.type == "mps":
+        if not _mps_available():
+            raise XaibenchError(f"--device {name}: torch sees no MPS device here; use --device cpu or auto")
+        return device
+    if not torch.cuda.is_available():
+        raise XaibenchError(
+            f"--device {name}: torch {torch.__version__} sees no CUDA device here; use --device cpu or auto"
+        )
+    count = torch.cuda.device_count()
+    index = torch.cuda.current_device() if device.index is None else device.index
+    if index >= count:
+        raise XaibenchError(f"--device {name}: there is no CUDA device {index}; this machine has {count}")
+    return torch.device("cuda", index)
+
+
+def executor_entry(name: str) -> ExecutorEntry:
+    """The :data:`EXECUTOR_TABLE` entry of executor ``name``; ``ValueError`` for an unknown one."""
+    for entry in EXECUTOR_TABLE:
+        if entry.name == name:
+            return entry
+    raise ValueError(f"unknown executor {name!r}; known: {', '.join(EXECUTORS)}")
+
+
+def executor_options(config: RunConfig) -> dict[str, Any]:
+    """The run options ``config``'s executor takes, by :class:`RunConfig` field (e.g. ``workers``,
+    ``threads``, ``ray_address``), as :func:`xaibench.runner.isolation.workers.make_executor` takes them."""
+    return {option: getattr(config, option) for option in executor_entry(config.executor).options}
+
+
+def _with_option_keywords(make: _Make) -> _Make:
+    """``make``'s signature shows each :class:`RunOptions` field as a keyword argument with its
+    default (``device="auto"``), in place of ``**option_values``: what ``help()`` and editors show."""
+    import inspect
+
+    signature = inspect.signature(make)
+    params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    keywords = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+        for f in fields(RunOptions)
+    ]
+    make.__signature__ = signature.replace(parameters=[*params, *keywords])  # type: ignore[attr-defined]
+    return make
+
+
+@_with_option_keywords
 def make_run_config(
     explainers: Sequence[str],
     *,
@@ -317,30 +534,27 @@ def make_run_config(
     seed: int = 0,
     limit: int | None = None,
     workdir: Path = Path(".xaibench"),
-    batch_size: int = 16,
-    timeout: float | None = 300.0,
-    threads: int = 1,
-    progress: bool = True,
-    cache: bool = True,
+    options: RunOptions = RUN_DEFAULTS,
     examples: int = EXAMPLES_PER_TRACK,
-    executor: str = "local",
-    workers: int = 1,
-    ray_address: str | None = None,
-    device: str = "auto",
     samples: Mapping[str, Sequence[str]] | None = None,
     spelling: Spelling = API,
+    **option_values: Any,
 ) -> RunConfig:
     """The one place a :class:`RunConfig` is made: checks every argument (one line naming it, as
-    ``spelling`` spells it) and fills the fields. ``timeout`` 0 or ``None``: no limit."""
+    ``spelling`` spells it) and fills the fields. ``options``: the machine options
+    (:class:`RunOptions`); each of its fields may be given as a keyword instead (``device="cpu"``),
+    which replaces that field of ``options`` (an unknown keyword is a ``TypeError``).
+    ``timeout`` 0 or ``None``: no limit."""
+    o = replace(options, **option_values) if option_values else options
     _positive(limit, "limit", spelling, allow_none=True)
-    for value, argument in ((batch_size, "batch_size"), (threads, "threads"), (workers, "workers")):
+    for value, argument in ((o.batch_size, "batch_size"), (o.threads, "threads"), (o.workers, "workers")):
         _positive(value, argument, spelling)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise XaibenchError(f"{spelling.value('seed', seed)}: expected an integer")
-    _check_timeout(timeout, spelling)
-    if executor not in EXECUTORS:
-        raise XaibenchError(f"{spelling.value('executor', executor)}: expected one of {', '.join(EXECUTORS)}")
-    check_device(device, spelling)
+    _check_timeout(o.timeout, spelling)
+    if o.executor not in EXECUTORS:
+        raise XaibenchError(f"{spelling.value('executor', o.executor)}: expected one of {', '.join(EXECUTORS)}")
+    device = check_device(o.device, spelling)
     return RunConfig(
         explainers=list(explainers),
         suite=suite,
@@ -350,15 +564,15 @@ def make_run_config(
         seed=seed,
         limit=limit,
         workdir=Path(workdir),
-        forward_batch=batch_size,
-        timeout=timeout or None,
-        progress=progress,
-        use_cache=cache,
+        forward_batch=o.batch_size,
+        timeout=o.timeout or None,
+        progress=o.progress,
+        use_cache=o.cache,
         examples=examples,
-        threads=threads,
-        executor=executor,
-        workers=workers,
-        ray_address=ray_address,
+        threads=o.threads,
+        executor=o.executor,
+        workers=o.workers,
+        ray_address=o.ray_address,
         device=device,
         samples=samples,
         suite_tracks=list(suite_tracks) if suite_tracks is not None else None,

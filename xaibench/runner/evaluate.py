@@ -7,7 +7,7 @@ identical values from both. Records are made from these scores in :mod:`xaibench
 A metric whose class is a stand-in for a third-party distribution
 (:func:`~xaibench.plugins.manager.remote_distribution`) is never scored in this process: its
 batches go to that distribution's worker process
-(:class:`~xaibench.runner.metric_worker.MetricWorkers`), which rebuilds the batch from data and
+(:class:`~xaibench.runner.isolation.metric_worker.MetricWorkers`), which rebuilds the batch from data and
 runs the same :func:`score_batch`; the records come out the same shape. Every other metric (the
 built-ins, and third-party code that this process imported, which only the in-process tests do)
 is scored here.
@@ -25,7 +25,7 @@ import numpy as np
 from xaibench.api import Explainer, Metric, MetricInput, MetricOutput
 from xaibench.kit import CONSTANT_MAP
 from xaibench.plugins.manager import remote_distribution
-from xaibench.runner.metric_worker import MetricWorkers, checked_output
+from xaibench.runner.isolation.metric_worker import MetricWorkers, checked_output
 from xaibench.runner.track import TrackContext
 from xaibench.seeds import derive_seed
 

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from xaibench.api import Explainer
-from xaibench.runner.cache import ExplanationCache
 from xaibench.runner.config import EXAMPLES_PER_TRACK
 from xaibench.runner.executors import Executor
 from xaibench.runner.explain import explain_track
+from xaibench.runner.storage.cache import ExplanationCache
 from xaibench.runner.track import TrackContext
 
 # Explanation kinds that have a canonical rendering (an overlay or a sentence).

@@ -28,10 +28,10 @@ shifted copy built from ``ModelSpec.shift``) do so in a worker too.
 
 :class:`InProcessExecutor` runs tasks in the calling process under a ``SIGALRM`` timeout. It is
 for trusted code (tests of the runner itself, PASTA training-data generation); ``xaibench run``
-uses worker processes: :class:`xaibench.runner.workers.LocalExecutor`, or Ray
-(:class:`xaibench.runner.ray_executor.RayExecutor`), both the one scheduler of
-:mod:`xaibench.runner.scheduling` on a transport of their own, chosen by
-:func:`xaibench.runner.workers.make_executor` (in that module, not this one: this module is the
+uses worker processes: :class:`xaibench.runner.isolation.workers.LocalExecutor`, or Ray
+(:class:`xaibench.runner.isolation.ray_executor.RayExecutor`), both the one scheduler of
+:mod:`xaibench.runner.isolation.scheduling` on a transport of their own, chosen by
+:func:`xaibench.runner.isolation.workers.make_executor` (in that module, not this one: this module is the
 base that every executor imports, so choosing between them here would be an import circle).
 """
 
@@ -51,9 +51,9 @@ from xaibench.api import ExplainContext, Explainer, Model, Sample
 from xaibench.errors import XaibenchError
 from xaibench.params import check_params, resolve_params
 from xaibench.randomisation import Randomisation, Shift, randomised_model, shift_absorbed
-from xaibench.runner import wire
 from xaibench.runner.cost import measure
 from xaibench.runner.guard import ExplainerTimeout, call_with_limit
+from xaibench.runner.isolation import wire
 from xaibench.seeds import derive_seed
 
 
@@ -362,7 +362,7 @@ class InProcessExecutor:
 
     def adopt(self, model: Model | None = None, explainer: Explainer | None = None) -> None:
         """Use already-built components for tasks that name them (no rebuild, no registry). A
-        plugin model's proxy (:class:`~xaibench.runner.component_worker.RemoteModel`) is not
+        plugin model's proxy (:class:`~xaibench.runner.isolation.component_worker.RemoteModel`) is not
         adopted: tasks build the real one here (this executor imports the plugins it runs)."""
         if model is not None and getattr(model, "remote_distribution", None) is None:
             self.state.models.setdefault(model.identity, model)
@@ -380,9 +380,6 @@ class InProcessExecutor:
     def close(self) -> None:
         self.state.models.clear()
         self.state.explainers.clear()
-
-
-EXECUTORS = ("local", "ray", "inprocess")
 
 
 class ExplainerFailed(RuntimeError):
@@ -509,7 +506,7 @@ def explainer_handles(
 
 
 def plain_reply(value: Any, depth: int = 0) -> Any:
-    """A worker's answer as :func:`xaibench.runner.wire.encode` takes it: tensors as numpy arrays,
+    """A worker's answer as :func:`xaibench.runner.isolation.wire.encode` takes it: tensors as numpy arrays,
     containers rebuilt as dicts and lists (nesting deeper than 5 is left as it is)."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
@@ -524,7 +521,7 @@ def plain_reply(value: Any, depth: int = 0) -> Any:
 
 def encode_reply(message: tuple[Any, ...]) -> bytes:
     """A worker's reply (``("ready",)``, ``("done", outputs, error, timed_out)``, ``("described",
-    description)``) as bytes of :mod:`xaibench.runner.wire`. One that cannot be encoded (an output
+    description)``) as bytes of :mod:`xaibench.runner.isolation.wire`. One that cannot be encoded (an output
     or parameter the format does not hold) becomes its job's failure: ``"explainer output cannot
     be sent: <why>"`` (``"explainer parameters ..."`` for a description)."""
     try:

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from xaibench.api import ExplainContext, Explainer, Sample
-from xaibench.runner.cache import ExplanationCache, digest, explanation_key
 from xaibench.runner.cost import per_sample
 from xaibench.runner.executors import (
     Executor,
@@ -30,6 +29,7 @@ from xaibench.runner.executors import (
     blinded,
 )
 from xaibench.runner.guard import check_concepts, check_saliency
+from xaibench.runner.storage.cache import ExplanationCache, digest, explanation_key
 from xaibench.runner.track import TrackContext
 from xaibench.seeds import derive_seed
 
@@ -56,7 +56,7 @@ def track_model_spec(track: TrackContext) -> ModelSpec | None:
         name=track.spec.model,
         params=dict(track.spec.model_params),
         identity=track.model.identity,
-        device=str(track.inputs.device),
+        device=str(track.device),
     )
 
 

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from xaibench.api import ComponentInfo, Explainer, Metric
-from xaibench.runner.cache import digest
+from xaibench.runner.config import IN_PROCESS_EXECUTORS
 from xaibench.runner.evaluate import SampleScore
+from xaibench.runner.storage.cache import digest
 from xaibench.runner.track import TrackContext
 
 RECORD_SCHEMA = "xaibench.record/1"
@@ -68,8 +69,8 @@ def runtime_key(environment: dict[str, Any]) -> dict[str, Any]:
         "torch": environment.get("torch"),
         "threads": environment.get("torch_threads"),
     }
-    if environment.get("executor") == "inprocess":
-        key["executor"] = "inprocess"
+    if environment.get("executor") in IN_PROCESS_EXECUTORS:
+        key["executor"] = environment["executor"]
     return key
 
 

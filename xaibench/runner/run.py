@@ -27,18 +27,25 @@ from xaibench.api import Explainer, Metric, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.files import remove_leftovers, write_json_atomic
 from xaibench.plugins.manager import Registry
-from xaibench.runner.cache import ExplanationCache
-from xaibench.runner.config import RunConfig
+from xaibench.runner.config import RunConfig, executor_options, resolve_device
 from xaibench.runner.cost import summarise_costs
-from xaibench.runner.dataset_worker import open_dataset
 from xaibench.runner.distributions import distribution_summary
-from xaibench.runner.estimate import REPORT_ABOVE_S, Estimate, estimate, images_per_second
+from xaibench.runner.estimate import (
+    REPORT_ABOVE_S,
+    Estimate,
+    estimate,
+    images_per_second,
+    input_pixels,
+    unknown_line,
+)
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.examples import ExampleSet, collect_examples
 from xaibench.runner.executors import Executor, ExplainerHandle, explainer_handles
 from xaibench.runner.explain import CachedExplainer, Explanations, cached_costs, explain_track, track_model_spec
 from xaibench.runner.health import health_lines
-from xaibench.runner.metric_worker import MetricWorkers
+from xaibench.runner.isolation.dataset_worker import open_dataset
+from xaibench.runner.isolation.metric_worker import MetricWorkers
+from xaibench.runner.isolation.workers import make_executor
 from xaibench.runner.pins import check_revisions
 from xaibench.runner.progress import Progress
 from xaibench.runner.records import (
@@ -49,9 +56,9 @@ from xaibench.runner.records import (
     runtime_key,
     unverified_line,
 )
-from xaibench.runner.store import RecordStore, WorkdirLock, track_journal
+from xaibench.runner.storage.cache import ExplanationCache
+from xaibench.runner.storage.store import RecordStore, WorkdirLock, track_journal
 from xaibench.runner.track import TrackContext, load_track
-from xaibench.runner.workers import make_executor
 from xaibench.sandbox import HIDDEN_VARIABLE, WORKDIR_KEYS, hide
 from xaibench.stats import INTERVAL_RULE, summarise
 from xaibench.suites.metric_selection import check_selectors, resolve_metrics, track_has_masks
@@ -79,51 +86,18 @@ def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
     }
 
 
-DEVICE_CHOICES = "auto, cpu, cuda, cuda:N or mps"
-
-
-def _mps_available() -> bool:
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
-
-
-def resolve_device(name: str) -> torch.device:
-    """The device ``--device name`` means here: ``auto`` is the first CUDA GPU when torch sees
-    one, else Apple's MPS when available, else the CPU. A device that does not exist or is not
-    available here raises :class:`XaibenchError` (one line naming ``--device``)."""
-    text = str(name).strip().lower()
-    if text == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("mps") if _mps_available() else torch.device("cpu")
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        device = None
-    if device is None or device.type not in ("cpu", "cuda", "mps") or (device.type != "cuda" and device.index):
-        raise XaibenchError(f"--device {name}: unknown device; use {DEVICE_CHOICES}")
-    if device.type == "cpu":
-        return torch.device("cpu")
-    if device.type == "mps":
-        if not _mps_available():
-            raise XaibenchError(f"--device {name}: torch sees no MPS device here; use --device cpu or auto")
-        return torch.device("mps")
-    if not torch.cuda.is_available():
-        raise XaibenchError(
-            f"--device {name}: torch {torch.__version__} sees no CUDA device here; use --device cpu or auto"
-        )
-    count = torch.cuda.device_count()
-    index = torch.cuda.current_device() if device.index is None else device.index
-    if index >= count:
-        raise XaibenchError(f"--device {name}: there is no CUDA device {index}; this machine has {count}")
-    return torch.device("cuda", index)
-
-
 def device_name(device: torch.device) -> str:
     """``cpu``, ``mps``, or the CUDA device's name (e.g. ``NVIDIA H100 80GB HBM3``)."""
     if device.type == "cuda":
         return str(torch.cuda.get_device_name(device))
     return device.type
+
+
+def explanation_cache(workdir: str | Path, runtime: dict[str, Any] | None = None) -> ExplanationCache:
+    """The explanation cache of ``workdir`` (``<workdir>/cache/explanations``), in the scope of
+    ``runtime`` (a run's :func:`environment`; this process's on the CPU when omitted): the one
+    place the cache's scope is made, for a run and for tools that read or fill a run's cache."""
+    return ExplanationCache(Path(workdir) / "cache" / "explanations", scope=runtime_key(runtime or environment()))
 
 
 def resolve_explainers(registry: Registry, names: Sequence[str]) -> list[str]:
@@ -227,19 +201,21 @@ class Runner:
     Every step is resumable: records already in ``<workdir>/results`` are not recomputed.
     """
 
-    def __init__(self, config: RunConfig, registry: Registry) -> None:
+    def __init__(self, config: RunConfig, registry: Registry, *, explanations_from: Path | None = None) -> None:
+        """``explanations_from``: another workdir whose explanation cache this run reads and fills
+        (a re-scoring of that run's explanations, :mod:`xaibench.metaeval.protocol_runs`);
+        by default the run's own workdir."""
         prepare_process(config.threads)  # before the workers start: they inherit it
         # the workdir's integrity keys (records, explanation cache) unreadable in every sandbox
         # started while this runner lives (the variable is restored by close())
         self._hidden_before = os.environ.get(HIDDEN_VARIABLE)
         hide(*(Path(config.workdir) / folder / ".key" for folder in WORKDIR_KEYS))
         # Worker processes first: they fork from a process that has run no torch work and not
-        # initialised CUDA yet (see runner/workers.py); closed by close() (the `with` block's end).
-        self.executor: Executor = make_executor(
-            config.executor, registry, workers=config.workers, threads=config.threads, ray_address=config.ray_address
-        )
+        # initialised CUDA yet (see runner/isolation/workers.py); closed by close() (the `with` block's end).
+        self.executor: Executor = make_executor(config.executor, registry, **executor_options(config))
         try:
-            # after the executor: resolving "auto" may initialise CUDA, which forked workers must not inherit
+            # after the executor: resolving "auto" may initialise CUDA, which forked workers must not inherit.
+            # The one resolution of the run's device: tracks, workers and metrics get it from here.
             self.device = resolve_device(config.device)
             self.config = config
             self.registry = registry
@@ -255,7 +231,7 @@ class Runner:
         except BaseException:
             self.close()
             raise
-        # third-party metrics are scored in worker processes of their own (runner/metric_worker.py)
+        # third-party metrics are scored in worker processes of their own (runner/isolation/metric_worker.py)
         self.metric_workers = MetricWorkers(timeout=config.timeout, threads=config.threads)
         self.environment = environment(self.device)
         # what confines the workers (sandbox.py), local or Ray; "none" for the in-process executor
@@ -263,13 +239,12 @@ class Runner:
         # "inprocess" runs (and so imports) the plugins it calls in this process: trusted code only
         self.environment["executor"] = config.executor
         self.cache = (
-            ExplanationCache(config.workdir / "cache" / "explanations", scope=runtime_key(self.environment))
-            if config.use_cache
-            else None
+            explanation_cache(explanations_from or config.workdir, self.environment) if config.use_cache else None
         )
         self.progress = Progress(enabled=False)
         self.examples: list[ExampleSet] = []
         self.loaded: dict[str, TrackContext] = {}  # tracks loaded ahead by load(), taken by run_track()
+        self.unknown_costs_said: set[str] = set()  # metrics stating no cost, said once (announce_estimate)
 
     def __enter__(self) -> Runner:
         return self
@@ -403,13 +378,18 @@ class Runner:
     def announce_estimate(self, track: TrackContext, states: Iterable[ExplainerRun]) -> Estimate | None:
         """Log one line with the estimated time of the track's remaining work when it exceeds
         :data:`~xaibench.runner.estimate.REPORT_ABOVE_S` (a minute); ``None`` without a model or
-        without work left (a resumed run that has every record)."""
+        without work left (a resumed run that has every record). A metric that states no cost is
+        said once per run (``unknown_costs_said``), the first time it has work."""
         states = list(states)
         todo = [len(s.missing_samples()) for s in states]
         speed = images_per_second(track) if any(todo) else None
         if speed is None:
             return None
-        found = estimate(states[0].metrics, todo, speed)
+        found = estimate(states[0].metrics, todo, speed, pixels=input_pixels(track))
+        unsaid = [name for name in found.unknown if name not in self.unknown_costs_said]
+        if unsaid:
+            self.unknown_costs_said.update(unsaid)
+            self.progress.log(f"[yellow]{escape(unknown_line(unsaid))}")
         if found.seconds > REPORT_ABOVE_S:
             self.progress.log(found.line(track.spec.name))
         return found

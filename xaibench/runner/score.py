@@ -18,10 +18,10 @@ from xaibench.api import Dataset, Metric, Model, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.imaging import resize_bilinear
 from xaibench.plugins.manager import Registry
-from xaibench.runner import component_worker
-from xaibench.runner.dataset_worker import open_dataset as load_dataset
 from xaibench.runner.evaluate import score_track
 from xaibench.runner.guard import check_saliency
+from xaibench.runner.isolation import component_worker
+from xaibench.runner.isolation.dataset_worker import open_dataset as load_dataset
 from xaibench.runner.track import TrackContext, build_track
 from xaibench.suites.metric_selection import select_metrics
 
@@ -32,7 +32,7 @@ FORWARD_BATCH = 16
 
 def open_dataset(registry: Registry, dataset: str) -> Dataset:
     """A dataset plugin by name, or a folder in the folder-dataset layout (DESIGN 8). A
-    third-party dataset is loaded in a worker (:mod:`xaibench.runner.dataset_worker`)."""
+    third-party dataset is loaded in a worker (:mod:`xaibench.runner.isolation.dataset_worker`)."""
     path = Path(dataset)
     if path.is_dir():
         return registry.create("dataset", "folder", root=str(path))

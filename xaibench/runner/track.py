@@ -14,14 +14,17 @@ from xaibench.api import Dataset, ForwardCounter, Model, Sample, TrackSpec
 from xaibench.errors import XaibenchError
 from xaibench.explainers.planted import reliance, relies_on
 from xaibench.plugins.manager import Registry
-from xaibench.runner.cache import image_digest
 from xaibench.runner.chance import model_check
+from xaibench.runner.storage.cache import image_digest
+
+CPU = torch.device("cpu")
 
 
 @dataclass
 class TrackContext:
-    """Everything the runner needs for one track, loaded once. The model and ``inputs`` are on the
-    run's device (``inputs.device``); explainers get their batches there.
+    """Everything the runner needs for one track, loaded once. The model and ``inputs`` are on
+    ``device``, the run's (resolved once by the runner and carried here, not read back from the
+    tensors); explainers get their batches there and workers rebuild the model there.
 
     ``model``, ``inputs`` and ``forward`` are ``None`` only for ``xaibench score`` without a
     model (alignment metrics read the maps and the ground truth, nothing else).
@@ -37,6 +40,7 @@ class TrackContext:
     digests: dict[str, str]
     forward: ForwardCounter | None
     provenance: dict[str, Any] = field(default_factory=dict)
+    device: torch.device = CPU
 
     def sample_index(self) -> dict[str, int]:
         return {s.id: i for i, s in enumerate(self.samples)}
@@ -65,11 +69,11 @@ def load_track(
     ``only`` that is not among the first samples raises :class:`XaibenchError` naming it.
 
     A third-party dataset (a stand-in) is loaded in a worker, within ``timeout`` seconds
-    (:func:`xaibench.runner.dataset_worker.open_dataset`): the runner gets its samples as data. A
+    (:func:`xaibench.runner.isolation.dataset_worker.open_dataset`): the runner gets its samples as data. A
     third-party model is built in a worker of its own and reached through a proxy
-    (:class:`xaibench.runner.component_worker.RemoteModel`)."""
-    from xaibench.runner import component_worker
-    from xaibench.runner.dataset_worker import open_dataset  # it imports this module's users
+    (:class:`xaibench.runner.isolation.component_worker.RemoteModel`)."""
+    from xaibench.runner.isolation import component_worker
+    from xaibench.runner.isolation.dataset_worker import open_dataset  # it imports this module's users
 
     effective_limit = min(x for x in (limit, spec.limit) if x is not None) if (limit or spec.limit) else None
     dataset: Dataset = open_dataset(
@@ -111,6 +115,7 @@ def build_track(
     samples = list(samples)
     if not samples:
         raise XaibenchError(f"track {spec.name!r}: dataset {spec.dataset!r} yielded no samples")
+    device = torch.device(device)
     inputs: torch.Tensor | None = None
     forward: ForwardCounter | None = None
     probs: np.ndarray | None = None
@@ -119,7 +124,6 @@ def build_track(
             inputs = model.preprocess([s.image for s in samples])
         except Exception as exc:
             raise XaibenchError(f"track {spec.name!r}: model preprocessing failed: {exc}") from exc
-        device = torch.device(device)
         if device.type != "cpu":  # on the CPU, nothing moves: numbers stay bit-identical
             model.module.to(device)
             inputs = inputs.to(device)
@@ -159,6 +163,7 @@ def build_track(
         digests=digests,
         forward=forward,
         provenance=provenance,
+        device=device,
     )
 
 

@@ -11,7 +11,7 @@ Layout of the output folder (default ``<leaderboard dir>/site``)::
     explainers/<slug>.html   one page per submission: overlays, curves, distributions, provenance
     methodology.html         metrics from the registry: family, direction, version, description
     correlations.html        Spearman rho metric x metric across explainers; each metric vs pasta_q1;
-                             the PASTA paper's human ratings against the classic metrics (site/human_ratings.py)
+                             the PASTA paper's human ratings against the classic metrics (metaeval/human_ratings.py)
     assets/site.css|site.js  the site's own CSS and vanilla JS (no CDN, no fonts, no requests)
     assets/overlays/*.png    example overlays, copied after their sha256 was checked
     data/                    leaderboard.csv/.json and the submission files, for download
@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from xaibench.errors import XaibenchError
+from xaibench.metaeval.correlations import PERCEPTUAL_REFERENCE
+from xaibench.metaeval.human_ratings import human_ratings_section
 from xaibench.plugins.manager import Registry
 from xaibench.publish.board import LEADERBOARD_SCHEMA, Leaderboard, board_json, build_board
 from xaibench.publish.shapes import Verification
@@ -42,8 +44,6 @@ from xaibench.publish.submission import read_submissions
 from xaibench.publish.submission_files import Submission
 from xaibench.publish.validation import require_valid
 from xaibench.publish.writers import to_csv
-from xaibench.site.correlations import PERCEPTUAL_REFERENCE
-from xaibench.site.human_ratings import human_ratings_section
 from xaibench.site.submitted import Submitted, submitted
 from xaibench.site.views.cells import all_flags, board_rules, verification_view
 from xaibench.site.views.correlations import correlation_view

@@ -115,7 +115,7 @@ def installed_registry() -> Registry:
 def default_explainers(installed_registry: Registry) -> list[str]:
     """The explainers ``xaibench run --explainer default`` runs, in order, with the installed
     plugins (an explainer of the default set that is not installed is left out)."""
-    from xaibench.runner.run import resolve_explainers
+    from xaibench.runner import resolve_explainers
 
     return resolve_explainers(installed_registry, ["default"])
 

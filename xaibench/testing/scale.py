@@ -15,10 +15,10 @@ some pairs tie. Each (track, explainer, metric) has an n/a share drawn in ``[0, 
 (5 % by default) with the family's usual reasons. Deletion and insertion records carry their
 51-point probability curve, as the built-in metrics write them.
 
-Metric ids are the built-in metrics' (``xaibench list metrics``: the ranking ones first, with
-their family, direction and version), then ``m_<k>`` (family and direction in turn) beyond the
+Metric ids are the built-in metrics' (read from their registration, :func:`builtin_metrics`: the
+ranking ones first, with their family and direction), then ``m_<k>`` (family and direction in turn) beyond the
 catalogue. Records have the keys and fields of :class:`xaibench.runner.records.RecordMaker` and
-are written through :meth:`xaibench.runner.store.RecordStore.append`; submissions are built from
+are written through :meth:`xaibench.runner.storage.store.RecordStore.append`; submissions are built from
 a run summary (:func:`xaibench.stats.summarise`, :func:`~xaibench.runner.distributions.distribution_summary`)
 by :func:`xaibench.publish.submission.write_submissions`, so both follow the project's formats.
 """
@@ -38,56 +38,25 @@ import numpy as np
 from xaibench.errors import XaibenchError
 from xaibench.publish.submission import write_submissions
 from xaibench.publish.submission_files import SCHEMA_V1, per_sample
-from xaibench.runner.cache import digest
-from xaibench.runner.distributions import distribution_summary
-from xaibench.runner.records import KEY_VERSION, RECORD_SCHEMA
-from xaibench.runner.store import RecordStore, track_journal
+from xaibench.runner import KEY_VERSION, RECORD_SCHEMA, RecordStore, digest, distribution_summary, track_journal
 from xaibench.stats import INTERVAL_RULE, summarise
 
-BUILTIN_METRICS: tuple[tuple[str, str, str, bool], ...] = (
-    # (id, family, direction, ranking) of built-in metrics, the ranking ones first
-    ("iou", "alignment", "higher", True),
-    ("mae", "alignment", "lower", True),
-    ("pointing_game", "alignment", "higher", True),
-    ("mass_accuracy", "alignment", "higher", True),
-    ("deletion", "faithfulness", "lower", True),
-    ("insertion", "faithfulness", "higher", True),
-    ("road_faithfulness", "faithfulness", "higher", True),
-    ("max_sensitivity", "robustness", "lower", True),
-    ("avg_sensitivity", "robustness", "lower", True),
-    ("continuity", "robustness", "lower", True),
-    ("local_lipschitz_estimate", "robustness", "lower", True),
-    ("relative_input_stability", "robustness", "lower", True),
-    ("relative_output_stability", "robustness", "lower", True),
-    ("relative_representation_stability", "robustness", "lower", True),
-    ("pasta_q1", "perceptual", "higher", True),
-    ("sparseness", "other", "higher", False),
-    ("model_randomisation", "sanity", "lower", False),
-    ("random_logit", "sanity", "lower", False),
-    ("pixel_flipping", "faithfulness", "lower", False),
-    ("monotonicity", "faithfulness", "higher", False),
-    ("irof", "faithfulness", "higher", False),
-    ("selectivity", "faithfulness", "lower", False),
-    ("sufficiency", "faithfulness", "higher", False),
-    ("region_perturbation", "faithfulness", "higher", False),
-    ("road_necessity", "faithfulness", "higher", False),
-    ("road_sufficiency", "faithfulness", "higher", False),
-    ("precision", "alignment", "higher", False),
-    ("recall", "alignment", "higher", False),
-    ("iou_t50", "alignment", "higher", False),
-    ("precision_t50", "alignment", "higher", False),
-    ("recall_t50", "alignment", "higher", False),
-    ("non_sensitivity", "other", "lower", False),
-    ("pasta_q2", "perceptual", "higher", False),
-    ("pasta_q5", "perceptual", "lower", False),
-    ("smooth_mprt", "sanity", "lower", False),
-    ("monotonicity_correlation", "faithfulness", "higher", False),
-    ("sensitivity_n", "faithfulness", "higher", False),
-    ("road_faithfulness_black", "faithfulness", "higher", False),
-    ("iou_h75", "alignment", "higher", False),
-    ("precision_avg", "alignment", "higher", False),
-)
-"""Built-in metrics as ``xaibench list metrics`` describes them (checked by tests/test_scale_generator.py)."""
+
+def builtin_metrics() -> tuple[tuple[str, str, str, bool], ...]:
+    """(id, family, direction, ranking) of every built-in metric, read from a registry of the
+    built-in plugins (no entry points): the ranking ones first, then by family in display order
+    (:func:`xaibench.families.family_index`), then by id. Never a copy: a new built-in metric joins
+    the synthetic results by itself."""
+    from xaibench.families import family_index
+    from xaibench.plugins.manager import Registry
+
+    classes = [e.cls for e in Registry(load_entry_points=False).entries("metric")]
+    ordered = sorted(classes, key=lambda c: (not c.ranking, family_index(c.family), c.name))
+    return tuple((c.name, c.family, c.direction, bool(c.ranking)) for c in ordered)
+
+
+BUILTIN_METRICS: tuple[tuple[str, str, str, bool], ...] = builtin_metrics()
+"""Built-in metrics as ``xaibench list metrics`` describes them (:func:`builtin_metrics`)."""
 
 BUILTIN_EXPLAINERS: tuple[str, ...] = (
     "gradient", "integrated-gradients", "smoothgrad", "gradcam", "gradcampp", "scorecam", "layercam",
@@ -104,6 +73,7 @@ NA_REASONS = {
     "alignment": ("empty ground truth", "mask smaller than one pixel"),
     "faithfulness": ("constant explanation", "model output saturated"),
     "robustness": ("perturbation changed the prediction", "constant explanation"),
+    "ground_truth": ("no known answer",),
     "perceptual": ("image too small for the rater",),
     "sanity": ("constant explanation",),
     "other": ("constant explanation",),

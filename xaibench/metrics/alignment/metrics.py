@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from xaibench.api import Metric, MetricInput, MetricOutput
+from xaibench.api import Metric, MetricCost, MetricInput, MetricOutput
 from xaibench.metrics.alignment import formulas as al
 from xaibench.metrics.alignment.batch import AlignmentBatch, Computation, Group
 from xaibench.metrics.variants import former_names, variant
@@ -40,6 +40,7 @@ class AlignmentMetric(Metric):
     needs = ("mask",)
     unit = "fraction in [0, 1]"
     value_range = (0.0, 1.0)  # every alignment score and error lies in [0, 1]
+    cost = MetricCost()  # the map against the mask: no forward pass
     result: ClassVar[str] = ""
     extra_fields: ClassVar[tuple[str, ...]] = ()
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaibench.api import MetricOutput
+from xaibench.api import MetricCost, MetricOutput
 from xaibench.metrics.faithfulness import formulas as fm
 from xaibench.metrics.faithfulness.base import FaithfulnessMetric, unscored
 from xaibench.metrics.faithfulness.context import BatchedScorer, FaithfulnessBatch
@@ -24,6 +24,7 @@ class AverageDrop(FaithfulnessMetric):
     direction = "lower"
     unit = "percent"
     value_range = (0.0, 100.0)
+    cost = MetricCost(forward_passes=2)  # the clean image and the masked one
     description = (
         "Average drop: max(0, p(x) - p(x * E)) / p(x) x 100 with E the min-max normalised positive map "
         "multiplying the normalised input; percent, lower is better."

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import MetricOutput
+from xaibench.api import MetricCost, MetricOutput
 from xaibench.device_random import stream_key, subset_masks
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
@@ -42,6 +42,7 @@ class FaithfulnessCorrelation(FieldFaithfulnessMetric):
     direction = "higher"
     unit = "Pearson correlation, in [-1, 1]"
     value_range = (-1.0, 1.0)
+    cost = MetricCost(forward_passes="nr_runs + 1")
     description = (
         "Faithfulness correlation (Bhatt 2020): Pearson correlation between the attribution sum of random pixel "
         "subsets and the probability drop when they are removed, in [-1, 1]. Higher is better."
@@ -125,6 +126,7 @@ class SensitivityN(FieldFaithfulnessMetric):
     direction = "higher"
     unit = "mean Pearson correlation over subset sizes, in [-1, 1]"
     value_range = (-1.0, 1.0)
+    cost = MetricCost(forward_passes="sizes * nr_runs + 1")
     description = (
         "Sensitivity-n (Ancona 2018): Pearson correlation between random subsets' attribution sums and the "
         "probability drop when they are removed, averaged over subset sizes, in [-1, 1]. Higher is better."

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import MetricOutput
+from xaibench.api import MetricCost, MetricOutput
 from xaibench.metrics.faithfulness import formulas as fm
 from xaibench.metrics.faithfulness.base import FaithfulnessMetric, unscored
 from xaibench.metrics.faithfulness.context import BatchedScorer, FaithfulnessBatch
@@ -25,6 +25,7 @@ class CurveMetric(FaithfulnessMetric):
     """
 
     value_range = (0.0, 1.0)  # the area under a probability over a fraction in [0, 1]
+    cost = MetricCost(forward_passes="steps + 1")
     default_params: ClassVar[Mapping[str, Any]] = {"steps": 50}
     param_specs: ClassVar[Mapping[str, Param]] = {"steps": Param(int, low=1)}
 

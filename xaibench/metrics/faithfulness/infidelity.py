@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import MetricOutput
+from xaibench.api import MetricCost, MetricOutput
 from xaibench.device_random import normal, stream_key
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
@@ -40,6 +40,7 @@ class Infidelity(FieldFaithfulnessMetric):
     direction = "lower"
     unit = "squared probability, >= 0"
     value_range = (0.0, math.inf)
+    cost = MetricCost(forward_passes="n_perturb_samples + 1")
     description = (
         "Infidelity (Yeh 2019): mean squared difference between the map's projection on Gaussian input "
         "perturbations and the resulting change of the target-class probability (map optimally scaled). "

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import MetricOutput
+from xaibench.api import MetricCost, MetricOutput
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
 from xaibench.metrics.faithfulness.context import FaithfulnessBatch
@@ -83,6 +83,7 @@ class RegionPerturbation(_Patchwise):
     direction = "higher"
     unit = "AOPC: mean probability drop, in [-1, 1]"
     value_range = (-1.0, 1.0)
+    cost = MetricCost(forward_passes="min(regions_evaluation, pixels // patch_size ** 2) + 1")
     description = (
         "Region perturbation (Samek 2017): area over the perturbation curve (mean drop of the target-class "
         "probability) when the most relevant patches are replaced one after another, in [-1, 1]. Higher is better."
@@ -135,6 +136,7 @@ class Selectivity(_Patchwise):
     direction = "lower"
     unit = "area under p(target) over the removed patches, in [0, 1]"
     value_range = (0.0, 1.0)
+    cost = MetricCost(forward_passes="pixels // patch_size ** 2")  # one per patch
     description = (
         "Selectivity (Montavon 2018): remove patches most-relevant-first; area under the target-class "
         "probability curve, in [0, 1]. Lower is better."
@@ -191,6 +193,7 @@ class IROF(FieldFaithfulnessMetric):
     direction = "higher"
     unit = "area over the relative probability curve, per segment"
     value_range = (-math.inf, 1.0)  # 1 - the mean of p(x_k) / p(x) >= 0
+    cost = MetricCost(forward_passes="n_segments + 1")  # about one per superpixel, and the clean image
     description = (
         "IROF (Rieger 2020): remove SLIC superpixels by mean attribution, highest first; area over the curve "
         "of p(x_k) / p(x), divided by the number of segments. Higher is better."

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from xaibench.api import MetricOutput
+from xaibench.api import MetricCost, MetricOutput
 from xaibench.metrics.faithfulness import formulas as fm
 from xaibench.metrics.faithfulness.base import FaithfulnessMetric, unscored
 from xaibench.metrics.faithfulness.context import OWNER, BatchedScorer, FaithfulnessBatch
@@ -252,6 +252,17 @@ RANKED_ROAD = "road_faithfulness"
 """The one ROAD metric in the faithfulness rank: faithfulness with noisy linear imputation."""
 
 
+def road_cost(perturbation: Perturbation, orders: tuple[Order, ...]) -> tuple[MetricCost, ...]:
+    """What one sample costs a ROAD metric: per pixel order it reads, one curve of
+    ``max(thresholds) // 2`` forward passes (i = 1, 3, ..., below the largest threshold), shared
+    with the ROAD metrics of the same perturbation that read it (``road_faithfulness`` reads the
+    curves of ``road_sufficiency`` and ``road_necessity``); the clean image is shared with the
+    batch's other faithfulness metrics."""
+    return tuple(
+        MetricCost(forward_passes="max(thresholds) // 2", shared=f"road-{perturbation}-{order}") for order in orders
+    )
+
+
 def road_variant(measure: Measure, perturbation: Perturbation) -> type[RoadMetric]:
     """The metric ``road_<measure>`` (noisy linear imputation) or ``road_<measure>_<perturbation>``."""
     metric_id = f"road_{measure}" if perturbation == "road" else f"road_{measure}_{perturbation}"
@@ -261,6 +272,7 @@ def road_variant(measure: Measure, perturbation: Perturbation) -> type[RoadMetri
         measure=measure,
         perturbation=perturbation,
         orders=MEASURES[measure].orders,
+        cost=road_cost(perturbation, MEASURES[measure].orders),
         ranking=metric_id == RANKED_ROAD,
         description=(
             f"{MEASURES[measure].phrase}; perturbation: {PERTURBATION_PHRASES[perturbation]}. "

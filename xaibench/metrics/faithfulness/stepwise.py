@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import MetricOutput
+from xaibench.api import MetricCost, MetricOutput
 from xaibench.device_random import stream_key, uniform
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
@@ -79,6 +79,7 @@ class PixelFlipping(_Stepwise):
     direction = "lower"
     unit = "area under p(target) over the flipped fraction, in [0, 1]"
     value_range = (0.0, 1.0)
+    cost = MetricCost(forward_passes="min(steps, pixels)")
     description = (
         "Pixel flipping (Bach 2015): replace pixels most-relevant-first by the baseline in steps; area under "
         "the target-class probability curve, in [0, 1]. Lower is better."
@@ -128,6 +129,7 @@ class FaithfulnessEstimate(_Stepwise):
     direction = "higher"
     unit = "Pearson correlation, in [-1, 1]"
     value_range = (-1.0, 1.0)
+    cost = MetricCost(forward_passes="min(steps, pixels) + 1")
     description = (
         "Faithfulness estimate (Alvarez-Melis 2018): Pearson correlation between each pixel group's attribution "
         "sum and the probability drop when that group alone is removed, in [-1, 1]. Higher is better."
@@ -178,6 +180,7 @@ class Monotonicity(_Stepwise):
     direction = "higher"
     unit = "1 if monotonic else 0"
     value_range = (0.0, 1.0)
+    cost = MetricCost(forward_passes="min(steps, pixels)")
     order = "ascending"
     description = (
         "Monotonicity (Arya 2019): insert pixels into the baseline least-relevant-first; 1 when the target-class "
@@ -225,6 +228,7 @@ class MonotonicityCorrelation(_Stepwise):
     direction = "higher"
     unit = "Spearman correlation, in [-1, 1]"
     value_range = (-1.0, 1.0)
+    cost = MetricCost(forward_passes="min(steps, pixels) * nr_samples + 1")
     description = (
         "Monotonicity correlation (Nguyen 2020): Spearman correlation between pixel groups' |attribution| sums "
         "and the variance of the target-class probability when the group is noised, in [-1, 1]. Higher is better."

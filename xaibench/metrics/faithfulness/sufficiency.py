@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xaibench.api import MetricOutput
+from xaibench.api import MetricCost, MetricOutput
 from xaibench.metrics.faithfulness import field_formulas as ff
 from xaibench.metrics.faithfulness.base import unscored
 from xaibench.metrics.faithfulness.context import OWNER, FaithfulnessBatch
@@ -36,6 +36,7 @@ class Sufficiency(FieldFaithfulnessMetric):
     direction = "higher"
     unit = "fraction of explanation neighbours with the same prediction, in [0, 1]"
     value_range = (0.0, 1.0)
+    cost = MetricCost(forward_passes=1)
     description = (
         "Sufficiency (Dasgupta 2022): fraction of the batch's samples with a similar explanation (normalised "
         "standardised distance <= threshold) that get the same predicted class, in [0, 1]. Higher is better."

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xaibench.api import Metric, MetricInput, MetricOutput
+from xaibench.api import Metric, MetricCost, MetricInput, MetricOutput
 from xaibench.metrics.ground_truth import formulas as gt
 from xaibench.metrics.ground_truth.batch import GroundTruthBatch
 
@@ -21,6 +21,7 @@ class GroundTruthMetric(Metric):
 
     family = "ground_truth"
     direction = "higher"
+    cost = MetricCost()  # the map against the known answer: no forward pass
     ranking = True
     version = "1.0.0"
     licence = "Apache-2.0"

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import ExplainContext, ForwardCounter, Metric, MetricInput, MetricOutput
+from xaibench.api import ExplainContext, ForwardCounter, Metric, MetricCost, MetricInput, MetricOutput
 from xaibench.metrics.faithfulness.context import (
     OWNER,
     BatchedScorer,
@@ -87,6 +87,7 @@ class Completeness(Metric):
     version = "1.0.0"
     unit = "absolute logit difference"
     value_range = (0.0, math.inf)
+    cost = MetricCost(forward_passes=1)  # the clean image (and the baseline once per batch)
     default_params: ClassVar[Mapping[str, Any]] = {"baseline": "zero"}
     param_specs: ClassVar[Mapping[str, Param]] = {"baseline": Param(str, choices=BASELINES)}
     description = (
@@ -147,6 +148,7 @@ class NonSensitivity(Metric):
     version = "1.0.0"
     unit = "features (patches) violating non-sensitivity"
     value_range = (0.0, math.inf)
+    cost = MetricCost(forward_passes="pixels // patch ** 2 + 1")  # one per patch removed, and the clean image
     default_params: ClassVar[Mapping[str, Any]] = {"patch": 16, "eps": 1e-5, "delta": 1e-5, "baseline": "zero"}
     param_specs: ClassVar[Mapping[str, Param]] = {
         "patch": Param(int, low=1),
@@ -241,6 +243,7 @@ class InputInvariance(Metric):
     version = "1.0.0"
     unit = "relative L2 distance"
     value_range = (0.0, math.inf)
+    cost = MetricCost(forward_passes=2, explanations=1)  # the model and its shifted copy; one map on the copy
     default_params: ClassVar[Mapping[str, Any]] = {"shift": -1.0}
     param_specs: ClassVar[Mapping[str, Param]] = {"shift": Param(float)}
     description = (

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xaibench.api import Metric, MetricInput, MetricOutput
+from xaibench.api import Metric, MetricCost, MetricInput, MetricOutput
 from xaibench.metrics.other import complexity_formulas as fc
 from xaibench.params import Param
 
@@ -52,6 +52,7 @@ class Complexity(Metric):
     version = "1.0.0"
     unit = "entropy in nats, in [0, ln(pixels)]"
     value_range = (0.0, math.inf)
+    cost = MetricCost()  # the map alone
     description = "Complexity (Bhatt 2020): entropy of |E| / sum |E| over pixels, in nats; lower is better."
 
     def score(self, batch: MetricInput) -> MetricOutput:
@@ -75,6 +76,7 @@ class EffectiveComplexity(Metric):
     version = "1.0.0"
     unit = "pixels with |E| / max |E| > eps"
     value_range = (0.0, math.inf)
+    cost = MetricCost()  # the map alone
     default_params: ClassVar[Mapping[str, Any]] = {"eps": 1e-5}
     param_specs: ClassVar[Mapping[str, Param]] = {"eps": Param(float, low=0.0)}
     description = (

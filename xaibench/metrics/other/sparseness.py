@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xaibench.api import Metric, MetricInput, MetricOutput
+from xaibench.api import Metric, MetricCost, MetricInput, MetricOutput
 from xaibench.metrics.other import formulas as fo
 
 
@@ -21,6 +21,7 @@ class Sparseness(Metric):
     version = "1.0.0"
     unit = "Gini index in [0, 1]"
     value_range = (0.0, 1.0)
+    cost = MetricCost()  # the map alone
     description = "Sparseness: Gini index of |E| over all pixels, in [0, 1]; higher is sparser."
 
     def score(self, batch: MetricInput) -> MetricOutput:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xaibench.api import Metric, MetricInput, MetricOutput
+from xaibench.api import Metric, MetricCost, MetricInput, MetricOutput
 from xaibench.metrics.robustness import formulas as fr
 from xaibench.metrics.robustness.context import HALVINGS, PerturbedPass, perturbed_pass
 from xaibench.params import Param
@@ -35,6 +35,7 @@ class RobustnessMetric(Metric):
     family = "robustness"
     direction = "lower"
     value_range = (0.0, math.inf)  # a norm over a norm (or a floor)
+    cost = MetricCost(forward_passes="n + 1", explanations="n", shared="robustness-perturbed")
     ranking = True
     default = False
     needs = ("model",)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import ExplainContext, Explainer, Metric, MetricInput, MetricOutput, Model
+from xaibench.api import ExplainContext, Explainer, Metric, MetricCost, MetricInput, MetricOutput, Model
 from xaibench.metrics.faithfulness.context import faithfulness_batch, resize_maps
 from xaibench.metrics.sanity import mprt_formulas as fm
 from xaibench.metrics.sanity.formulas import spearman_rows
@@ -106,6 +106,7 @@ class SmoothMPRT(_FullyRandomised):
     direction = "lower"
     unit = "Spearman rank correlation in [-1, 1]"
     value_range = (-1.0, 1.0)
+    cost = MetricCost(explanations="2 * n - 1")
     insensitive_flag = ("above", 0.5)
     default_params: ClassVar[Mapping[str, Any]] = {"blocks": 5, "n": 10, "noise": 0.1}
     param_specs: ClassVar[Mapping[str, Param]] = {
@@ -183,6 +184,7 @@ class EfficientMPRT(_FullyRandomised):
     direction = "higher"
     unit = "entropy ratio (randomised / original)"
     value_range = (0.0, math.inf)
+    cost = MetricCost(explanations=1)
     insensitive_flag = ("at_most", 1.0)
     default_params: ClassVar[Mapping[str, Any]] = {"blocks": 5, "bins": 100}
     param_specs: ClassVar[Mapping[str, Param]] = {"blocks": Param(int, low=1), "bins": Param(int, low=2)}

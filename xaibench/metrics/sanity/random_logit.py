@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import ExplainContext, Metric, MetricInput, MetricOutput
+from xaibench.api import ExplainContext, Metric, MetricCost, MetricInput, MetricOutput
 from xaibench.metrics.faithfulness.context import faithfulness_batch, resize_maps
 from xaibench.metrics.other.axiomatic import forward_logits
 from xaibench.metrics.sanity import mprt_formulas as fm
@@ -52,6 +52,7 @@ class RandomLogit(Metric):
     version = "1.0.0"
     unit = "SSIM in [-1, 1]"
     value_range = (-1.0, 1.0)
+    cost = MetricCost(explanations=1)  # the map of another class
     insensitive_flag: ClassVar[tuple[str, float]] = ("above", 0.5)
     default_params: ClassVar[Mapping[str, Any]] = {"window": 7}
     param_specs: ClassVar[Mapping[str, Param]] = {"window": Param(int, low=3)}

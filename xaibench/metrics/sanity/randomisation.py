@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from xaibench.api import ExplainContext, Metric, MetricInput, MetricOutput, Model
+from xaibench.api import ExplainContext, Metric, MetricCost, MetricInput, MetricOutput, Model
 from xaibench.metrics.faithfulness.context import faithfulness_batch, resize_maps
 from xaibench.metrics.sanity.formulas import spearman_rows
 from xaibench.params import Param
@@ -49,6 +49,7 @@ class ModelRandomisation(Metric):
     version = "1.1.0"
     unit = "Spearman rank correlation in [-1, 1]"
     value_range = (-1.0, 1.0)
+    cost = MetricCost(explanations="blocks + 1")  # the model, then each randomised copy
     explanation_kinds = ("saliency", "concept")
     default_params: ClassVar[Mapping[str, Any]] = {"blocks": 5}
     param_specs: ClassVar[Mapping[str, Param]] = {"blocks": Param(int, low=1)}

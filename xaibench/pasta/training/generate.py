@@ -105,11 +105,7 @@ def _generate(
     batch_size: int,
     log: Callable[[str], None] | None,
 ) -> Items:
-    from xaibench.runner.cache import ExplanationCache
-    from xaibench.runner.explain import explain_track
-    from xaibench.runner.records import runtime_key
-    from xaibench.runner.run import environment
-    from xaibench.runner.track import load_track
+    from xaibench.runner import explain_track, explanation_cache, load_track
 
     reason = encoder.unavailable()
     if reason:
@@ -122,7 +118,7 @@ def _generate(
         model_params=dict(choice.model_params),
     )
     track = load_track(spec, registry, limit=choice.limit)
-    cache = ExplanationCache(Path(workdir) / "cache" / "explanations", scope=runtime_key(environment()))
+    cache = explanation_cache(workdir)
     emb_cache = EmbeddingCache(Path(workdir) / "cache" / "embeddings")
     images01 = track_images01(track) if kind == "saliency" else None
     renders: list[Any] = []

@@ -15,8 +15,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
+from xaibench.families import family_index, policy_of
 from xaibench.publish.board import Leaderboard
-from xaibench.publish.leaderboard import REFERENCE_STATUS, RULES, family_index
+from xaibench.publish.leaderboard import REFERENCE_STATUS, RULES
 from xaibench.publish.shapes import BoardRow
 from xaibench.site.submitted import Submitted
 
@@ -128,7 +129,7 @@ def family_notes(fam_info: Mapping[str, FamilyState], present: set[str]) -> list
     return [
         {"family": f, "text": not_ranked_text(fam_info[f]["reason"]), "label": fam_info[f]["label"]}
         for f in sorted(fam_info, key=family_index)
-        if not fam_info[f]["ranked"] and f in present and f != "other"  # "other" is never meant to rank
+        if not fam_info[f]["ranked"] and f in present and policy_of(f).note_unranked
     ]
 
 
@@ -273,7 +274,8 @@ def metric_column(
     first = next(r for r in rows if r["metric"] == metric)
     family = first["family"]
     fam = fam_info.get(family)
-    family_note = not_ranked_text(fam["reason"]) if fam and not fam["ranked"] and family != "other" else ""
+    noted = policy_of(family).note_unranked
+    family_note = not_ranked_text(fam["reason"]) if fam and not fam["ranked"] and noted else ""
     status = column_status(rows, metric)
     return {
         "id": metric,

@@ -8,10 +8,10 @@ from typing import TypedDict
 
 from markupsafe import Markup
 
+from xaibench.families import family_index
+from xaibench.metaeval.correlations import PERCEPTUAL_REFERENCE, correlation_matrix, oriented, pair_rho
 from xaibench.publish.board import Leaderboard, track_title
-from xaibench.publish.leaderboard import family_index
 from xaibench.site import charts
-from xaibench.site.correlations import PERCEPTUAL_REFERENCE, correlation_matrix, oriented, pair_rho
 from xaibench.site.views.cells import FamilyNote, families_on, family_notes, metric_label
 
 

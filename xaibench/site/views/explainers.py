@@ -8,9 +8,8 @@ from typing import TypedDict
 
 from markupsafe import Markup
 
-from xaibench.api import FAMILY_RANKED
+from xaibench.families import POLICIES, family_index
 from xaibench.publish.board import Leaderboard, rank_ties, track_title
-from xaibench.publish.leaderboard import family_index
 from xaibench.publish.shapes import Curve, Example, Explained, JsonObject, MetricSummary, Provenance
 from xaibench.site import charts
 from xaibench.site.submitted import Submitted
@@ -136,7 +135,7 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
         present = {str(m.get("family")) for m in track.get("metrics", {}).values() if isinstance(m, dict)}
         families = [
             (f, cell(rows.get(f"rank:{f}"), ties, hide_flags=tuple(flags)))
-            for f in FAMILY_RANKED
+            for f in (p.name for p in POLICIES if p.ranked_within)
             if f"rank:{f}" in rows and (f not in fam_info or fam_info[f]["ranked"])
         ]
         out.append(

@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from xaibench.api import FAMILIES
+from xaibench.families import DEFAULT_FAMILY, family_index
 from xaibench.metaeval.consistency import FIGURES
 from xaibench.publish.board import Leaderboard
 from xaibench.site.charts import Series, curve_chart, heatmap
@@ -43,8 +43,7 @@ def _interval(v: dict[str, Any]) -> str:
 
 
 def _order(item: tuple[str, dict[str, Any]]) -> tuple[int, str]:
-    family = str(item[1].get("family", "other"))
-    return (FAMILIES.index(family) if family in FAMILIES else len(FAMILIES), item[0])  # type: ignore[arg-type]
+    return (family_index(str(item[1].get("family", DEFAULT_FAMILY))), item[0])
 
 
 def meta_tracks(board: Leaderboard) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TypedDict
 
-from xaibench.api import FAMILIES
+from xaibench.families import BY_NAME, DEFAULT_FAMILY
 from xaibench.plugins.manager import Registry
 from xaibench.publish.shapes import MetricSummary
 from xaibench.site.submitted import Submitted
@@ -37,7 +37,8 @@ class FamilyDoc(TypedDict):
 
 
 def methodology(registry: Registry, subs: Sequence[Submitted]) -> list[FamilyDoc]:
-    """The metrics by family (in :data:`xaibench.api.FAMILIES` order; unknown families last)."""
+    """The metrics by family (in the display order of :data:`xaibench.families.POLICIES`; unknown
+    families last)."""
     seen: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     submitted: dict[str, MetricSummary] = {}
     for sub in subs:
@@ -70,7 +71,7 @@ def methodology(registry: Registry, subs: Sequence[Submitted]) -> list[FamilyDoc
             metric_id,
             {
                 "id": metric_id,
-                "family": m.get("family", "other"),
+                "family": m.get("family", DEFAULT_FAMILY),
                 "direction": m.get("direction", "?"),
                 "ranking": m.get("ranking") is True,
                 "version": m.get("version", "?"),
@@ -89,11 +90,11 @@ def methodology(registry: Registry, subs: Sequence[Submitted]) -> list[FamilyDoc
         doc["versions_seen"] = sorted(used.get("versions", set()))
         doc["in_submissions"] = bool(used)
     families: list[FamilyDoc] = []
-    for fam in FAMILIES:
+    for fam in BY_NAME:
         items = sorted((m for m in metrics.values() if m["family"] == fam), key=lambda m: (not m["ranking"], m["id"]))
         if items:
             families.append({"name": fam, "metrics": items})
-    rest = sorted((m for m in metrics.values() if m["family"] not in FAMILIES), key=lambda m: m["id"])
+    rest = sorted((m for m in metrics.values() if m["family"] not in BY_NAME), key=lambda m: m["id"])
     if rest:
         families.append({"name": "unknown family", "metrics": rest})
     return families

@@ -8,9 +8,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import TypedDict
 
-from xaibench.api import FAMILY_RANKED
+from xaibench.families import POLICIES, family_index
 from xaibench.publish.board import Leaderboard, rank_ties, track_title
-from xaibench.publish.leaderboard import family_index
 from xaibench.publish.shapes import BoardRow, Provenance
 from xaibench.site.submitted import Submitted
 from xaibench.site.views.cells import (
@@ -104,7 +103,7 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
             "name": f,
             "note": not_ranked_text(fam_info[f]["reason"]) if f in fam_info and not fam_info[f]["ranked"] else "",
         }
-        for f in FAMILY_RANKED
+        for f in (p.name for p in POLICIES if p.ranked_within)
         if any(r["metric"] == f"rank:{f}" for r in rows) or (f in present and f in fam_info)
     ]
     cells: dict[str, dict[str, BoardRow]] = defaultdict(dict)

@@ -1,12 +1,12 @@
 """The Ray executor (``--executor ray``): explanation tasks on long-lived Ray actors.
 
-Each of ``workers`` actors is a Ray worker process (:class:`~xaibench.runner.ray_actor.RayWorker`)
+Each of ``workers`` actors is a Ray worker process (:class:`~xaibench.runner.isolation.ray_actor.RayWorker`)
 that runs no plugin code itself: it relays every request to one sandboxed child process of its
-own (:mod:`xaibench.runner.ray_child`), which holds one :class:`WorkerState` built from its own
+own (:mod:`xaibench.runner.isolation.ray_child`), which holds one :class:`WorkerState` built from its own
 plugin registry: the same code as a local worker, so the same maps for the same task. A task is
 one batch of one (track, explainer), a shard of the track's samples, formed by the driver: its
 seeds do not depend on the executor or the worker count. :class:`RayExecutor` is the one
-scheduling core (:class:`~xaibench.runner.scheduling.Scheduler`: job queue, groups, deadlines,
+scheduling core (:class:`~xaibench.runner.isolation.scheduling.Scheduler`: job queue, groups, deadlines,
 deaths, answers in task order, the driver alone writing records and the cache) on
 :class:`RayTransport`, so the rules and n/a reasons are the local executor's. What the transport
 adds:
@@ -26,7 +26,7 @@ adds:
   killed (``ray.kill``: its process ends, plugin code cannot swallow it; its child dies with it,
   ``PR_SET_PDEATHSIG``) and replaced.
 - **A worker that dies** (``sys.exit``, ``os._exit``, a signal) is the child: the actor answers
-  :class:`~xaibench.runner.ray_actor.ChildEnded` with the local executor's reason (``"worker
+  :class:`~xaibench.runner.isolation.ray_actor.ChildEnded` with the local executor's reason (``"worker
   exited with status 3"``, ``"worker killed by signal SIGKILL"``) and is killed and replaced.
   An actor that dies itself gives ``"worker exited with status N"`` when Ray knows the status,
   else ``"worker exited (status unknown)"``. Explainer exceptions come back as
@@ -41,7 +41,7 @@ adds:
   logs are: :func:`start_diagnosis`), or three dying in a row while starting (their child's
   last line in the reason), stop the run with one line.
 - **Constructors run in the children** (:meth:`RayExecutor.describe`), never in the driver.
-- **Answers are data.** A child answers in bytes of :mod:`xaibench.runner.wire` (a JSON header
+- **Answers are data.** A child answers in bytes of :mod:`xaibench.runner.isolation.wire` (a JSON header
   and raw numpy arrays, no pickle), at most ``MAX_REPLY_BYTES``, which its actor relays unread
   and the driver decodes within the job's limit. This stops an explainer's return value from
   running code in the driver or expanding there. Requests go the other way pickled by the driver
@@ -75,10 +75,10 @@ from typing import Any
 from xaibench.errors import XaibenchError
 from xaibench.plugins import catalogue
 from xaibench.runner.executors import ExplainTask, spec_key
-from xaibench.runner.processes import say_once
-from xaibench.runner.ray_actor import ChildEnded, RayWorker
-from xaibench.runner.scheduling import Died, Event, Job, Ready, Reply, Scheduler, Slot
-from xaibench.runner.trusted import model_origin
+from xaibench.runner.isolation.processes import say_once
+from xaibench.runner.isolation.ray_actor import ChildEnded, RayWorker
+from xaibench.runner.isolation.scheduling import Died, Event, Job, Ready, Reply, Scheduler, Slot
+from xaibench.runner.isolation.trusted import model_origin
 from xaibench.sandbox import OFF_VARIABLE, WRITABLE_VARIABLE, sandbox_enabled, sandbox_status
 
 RAY_MISSING = "--executor ray needs Ray: pip install 'xaibench[ray]'"
@@ -115,7 +115,7 @@ def _prepared_key(task: ExplainTask) -> str:
 
 
 class RaySlot:
-    """One actor, as :class:`~xaibench.runner.scheduling.Scheduler` drives it. ``ref`` is the
+    """One actor, as :class:`~xaibench.runner.isolation.scheduling.Scheduler` drives it. ``ref`` is the
     answer it owes: to ``ready`` (starting), ``prepare`` (building a task's explainer and model),
     ``run`` or ``describe``."""
 

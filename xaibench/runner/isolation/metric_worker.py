@@ -4,7 +4,7 @@ A metric whose registered class is a stand-in for a distribution
 (:func:`~xaibench.plugins.manager.remote_distribution` is not ``None``) carries its plugin's class
 data and none of its code, so the runner cannot, and must not, call its ``score``. It is scored by
 :class:`MetricWorkers` instead: one child process per distribution
-(``python -m xaibench.runner.metric_child``, see that module), started on first use, reused for
+(``python -m xaibench.runner.isolation.metric_child``, see that module), started on first use, reused for
 every batch of the run and stopped at its end. The child enters the worker sandbox before it
 imports anything but the standard library, builds its own registry, imports the distribution for
 real (:meth:`~xaibench.plugins.manager.Registry.materialise`) and rebuilds the track's model from
@@ -12,8 +12,8 @@ its :class:`~xaibench.runner.executors.ModelSpec`. So a metric cannot change the
 classes or the functions the runner and the other metrics use.
 
 **Messages are data.** Both ways a message is a length-prefixed frame (8 bytes, little-endian)
-holding bytes of :mod:`xaibench.runner.wire` (JSON header and raw arrays, no pickle); the runner
-reads at most :data:`~xaibench.runner.wire.MAX_REPLY_BYTES` per frame and checks every reply's
+holding bytes of :mod:`xaibench.runner.isolation.wire` (JSON header and raw arrays, no pickle); the runner
+reads at most :data:`~xaibench.runner.isolation.wire.MAX_REPLY_BYTES` per frame and checks every reply's
 shape before it builds a :class:`~xaibench.api.MetricOutput` from it. A request carries the batch
 as the metric sees it (maps or concept dicts, the samples with their ground truth, the explained
 classes, the model inputs, the seed) and the model spec; the reply carries the values, n/a
@@ -65,14 +65,14 @@ import torch
 from xaibench.api import ExplainContext, Metric, MetricInput, MetricOutput
 from xaibench.plugins.manager import one_line, remote_distribution
 from xaibench.randomisation import Randomisation, Shift, randomised_model, shift_absorbed
-from xaibench.runner import wire
 from xaibench.runner.executors import ExplainerHandle
 from xaibench.runner.explain import track_model_spec
-from xaibench.runner.frames import WorkerFailed, read_frame, sample_data, write_frame
-from xaibench.runner.processes import exit_reason, new_scratch, remove_scratch, start_child
+from xaibench.runner.isolation import wire
+from xaibench.runner.isolation.frames import WorkerFailed, read_frame, sample_data, write_frame
+from xaibench.runner.isolation.processes import exit_reason, new_scratch, remove_scratch, start_child
 from xaibench.runner.track import TrackContext
 
-CHILD_MODULE = "xaibench.runner.metric_child"
+CHILD_MODULE = "xaibench.runner.isolation.metric_child"
 DEFAULT_TIMEOUT = 1800.0  # seconds a batch may take when the run sets no --timeout
 START_SECONDS = 120.0  # at least this long for a child to import, build its registry and start
 EXIT_WAIT_SECONDS = 5.0  # for the exit status of a child that closed its pipe
@@ -124,7 +124,7 @@ def request(metric: Metric, batch: MetricInput, kind: str, track: TrackContext) 
 
 def check_reply(reply: Any, n: int) -> MetricOutput:
     """The :class:`~xaibench.api.MetricOutput` of a child's ``done`` reply for ``n`` samples;
-    :class:`~xaibench.runner.wire.WireError` for one that is not a valid reply."""
+    :class:`~xaibench.runner.isolation.wire.WireError` for one that is not a valid reply."""
     if not (isinstance(reply, dict) and reply.get("op") == "done"):
         raise wire.WireError("not a reply to a score request")
     values = reply.get("values")
@@ -323,7 +323,7 @@ def answer_explain(message: Mapping[str, Any], explainer: Any, track: TrackConte
                 raise RuntimeError("explainer asked for samples that are not the track's")
             context = ExplainContext(samples=[track.samples[index[i]] for i in ids])
         out = explainer.explain(
-            model, torch.from_numpy(inputs).to(track.inputs.device), targets, seed=int(message["seed"]), context=context
+            model, torch.from_numpy(inputs).to(track.device), targets, seed=int(message["seed"]), context=context
         )
         if isinstance(out, torch.Tensor):
             out = out.detach().cpu().numpy()

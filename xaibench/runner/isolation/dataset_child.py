@@ -1,9 +1,9 @@
-"""The dataset worker process (child side of :mod:`xaibench.runner.dataset_worker`).
+"""The dataset worker process (child side of :mod:`xaibench.runner.isolation.dataset_worker`).
 
-Started as ``python -m xaibench.runner.dataset_child SCRATCH PARENT_PID`` with pipes on stdin and
+Started as ``python -m xaibench.runner.isolation.dataset_child SCRATCH PARENT_PID`` with pipes on stdin and
 stdout; one process per dataset load. Before it imports torch, numpy or any plugin (this module
 imports only the standard library, :mod:`xaibench.sandbox` and the start-up steps of
-:mod:`xaibench.runner.metric_child`), it asks to be killed with its parent, becomes a subreaper,
+:mod:`xaibench.runner.isolation.metric_child`), it asks to be killed with its parent, becomes a subreaper,
 keeps the runner's pipes on private descriptors (a plugin's ``print`` cannot forge a reply), makes
 ``SCRATCH`` its ``TMPDIR`` and enters the worker sandbox (writes only ``SCRATCH``, no TCP, no signal
 outside itself; only where Landlock exists, and not with ``XAIBENCH_SANDBOX=0``).
@@ -11,7 +11,7 @@ outside itself; only where Landlock exists, and not with ``XAIBENCH_SANDBOX=0``)
 Then it reads the ``load`` message (the distribution, the runner's ``sys.path``, the dataset's name,
 parameters and sample limit), builds its own registry, imports the distribution for real
 (:meth:`~xaibench.plugins.manager.Registry.materialise`), builds the dataset and answers, as
-:mod:`xaibench.runner.wire` frames: a ``dataset`` header (revision, synthetic, label names, length),
+:mod:`xaibench.runner.isolation.wire` frames: a ``dataset`` header (revision, synthetic, label names, length),
 one ``sample`` frame per sample (at most the limit), then ``end``; or ``failed`` with one line.
 """
 
@@ -21,7 +21,7 @@ import importlib
 import sys
 from typing import Any
 
-from xaibench.runner.metric_child import _die_with_parent, _private_pipes, _sandbox
+from xaibench.runner.isolation.metric_child import _die_with_parent, _private_pipes, _sandbox
 
 
 def _one_line(what: str, exc: BaseException) -> str:
@@ -32,9 +32,9 @@ def _one_line(what: str, exc: BaseException) -> str:
 def serve(inbox: int, outbox: int) -> None:
     """Answer the one ``load`` message on ``inbox`` (see the module doc)."""
     from xaibench.plugins.manager import get_registry, remote_distribution
-    from xaibench.runner import wire
-    from xaibench.runner.frames import read_frame, sample_data, write_frame
-    from xaibench.runner.workers import kill_orphans
+    from xaibench.runner.isolation import wire
+    from xaibench.runner.isolation.frames import read_frame, sample_data, write_frame
+    from xaibench.runner.isolation.workers import kill_orphans
 
     message = read_frame(inbox)
     sys.path[:] = [str(p) for p in message["path"]]  # the runner's: test folders added at run time too

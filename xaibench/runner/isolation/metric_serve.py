@@ -1,6 +1,6 @@
-"""The metric worker's serving loop (child side of :mod:`xaibench.runner.metric_worker`).
+"""The metric worker's serving loop (child side of :mod:`xaibench.runner.isolation.metric_worker`).
 
-Imported by :mod:`xaibench.runner.metric_child` only once the child is in its sandbox. It reads
+Imported by :mod:`xaibench.runner.isolation.metric_child` only once the child is in its sandbox. It reads
 the ``start`` message (the distribution, the runner's ``sys.path`` and torch thread count), builds
 its own registry, imports the distribution for real
 (:meth:`~xaibench.plugins.manager.Registry.materialise`) and answers ``ready`` (or ``failed`` with
@@ -11,7 +11,7 @@ checked against its identity), its own :class:`~xaibench.api.ForwardCounter` wit
 forward batch size (images per forward pass), torch's globals reset, and the runner's isolated
 :func:`~xaibench.runner.evaluate.score_batch`: a metric that raises gives n/a with the reason, as
 in the runner. What the metric returns is checked before it is sent
-(:func:`~xaibench.runner.metric_worker.checked_output`: an absurd value or count is the batch's
+(:func:`~xaibench.runner.isolation.metric_worker.checked_output`: an absurd value or count is the batch's
 n/a, one line). A metric that re-runs the explainer gets :class:`RemoteExplainer`.
 """
 
@@ -29,12 +29,12 @@ from xaibench.allocator import tune_allocator
 from xaibench.api import ForwardCounter, MetricInput
 from xaibench.plugins.manager import get_registry, one_line, remote_distribution
 from xaibench.randomisation import Shift
-from xaibench.runner import wire
 from xaibench.runner.evaluate import score_batch
 from xaibench.runner.executors import ExplainerFailed, ModelSpec, WorkerState, plain_reply
-from xaibench.runner.frames import WorkerFailed, read_frame, sample_from_data, write_frame
-from xaibench.runner.metric_worker import MAX_FORWARD_PASSES, checked_output
-from xaibench.runner.workers import kill_orphans
+from xaibench.runner.isolation import wire
+from xaibench.runner.isolation.frames import WorkerFailed, read_frame, sample_from_data, write_frame
+from xaibench.runner.isolation.metric_worker import MAX_FORWARD_PASSES, checked_output
+from xaibench.runner.isolation.workers import kill_orphans
 
 
 def serve(inbox: int, outbox: int) -> None:

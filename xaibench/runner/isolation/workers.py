@@ -1,7 +1,7 @@
 """Worker processes on this machine (``--executor local``), and the choice of executor.
 
 :class:`LocalExecutor` runs every explainer call in a worker process, never in the runner's. It is
-the one scheduling core (:class:`~xaibench.runner.scheduling.Scheduler`: job queue, groups and
+the one scheduling core (:class:`~xaibench.runner.isolation.scheduling.Scheduler`: job queue, groups and
 parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, which adds:
 
 - **Timeouts and crashes are enforced from outside.** A worker that overruns its deadline is
@@ -27,9 +27,9 @@ parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, w
   has it); a worker that meets a model it did not inherit builds it once (the weight cache again).
 - **No plugin code in the zygote.** The zygote is not sandboxed, and what it imports or patches
   reaches every worker it forks afterwards. So it builds only xaibench's own models
-  (:func:`~xaibench.runner.trusted.builtin_model`), checked on both sides of its pipe, with imports
+  (:func:`~xaibench.runner.isolation.trusted.builtin_model`), checked on both sides of its pipe, with imports
   of anything but xaibench, the standard library and xaibench's own dependencies refused
-  (:func:`~xaibench.runner.trusted.trusted_imports_only`); a build that left such a module
+  (:func:`~xaibench.runner.isolation.trusted.trusted_imports_only`); a build that left such a module
   behind all the same ends the zygote (and its workers), and a fresh one is forked from the runner.
   A model of a plugin (a stand-in for a distribution, or registered at run time) is built by the
   worker that needs it, in its sandbox, whatever made a fresh worker meet it (a crash, a timeout,
@@ -43,7 +43,7 @@ parking, deadlines, deaths, answers in task order) on :class:`LocalTransport`, w
   Elsewhere (macOS, Windows) workers are started with ``spawn``: fork is unsafe there, and each
   worker imports xaibench and loads the installed plugins itself (plugins registered at run time
   are not seen; models are built per worker).
-- **Answers are data.** A worker's reply is bytes of :mod:`xaibench.runner.wire` (a JSON header
+- **Answers are data.** A worker's reply is bytes of :mod:`xaibench.runner.isolation.wire` (a JSON header
   and raw numpy arrays, no pickle), read up to ``wire.MAX_REPLY_BYTES`` and decoded by the
   scheduler within its job's limit, so a hostile worker cannot run code in the runner's process
   through its reply, nor make it allocate more than that limit.
@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import multiprocessing as mp
 import os
 import signal
@@ -83,19 +84,18 @@ from typing import Any
 
 import torch
 
+from xaibench.runner.config import executor_entry
 from xaibench.runner.executors import (
-    EXECUTORS,
     Executor,
-    InProcessExecutor,
     ModelSpec,
     WorkerState,
     encode_reply,
     plain_reply,
 )
-from xaibench.runner.processes import OutputForwarder, exit_reason, new_scratch, remove_scratch, say_once
-from xaibench.runner.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
-from xaibench.runner.trusted import builtin_model, model_origin, trusted_imports_only, untrusted_modules
-from xaibench.runner.wire import MAX_REPLY_BYTES, Refused
+from xaibench.runner.isolation.processes import OutputForwarder, exit_reason, new_scratch, remove_scratch, say_once
+from xaibench.runner.isolation.scheduling import Died, Event, Job, Reply, Scheduler, Slot, WorkerGone
+from xaibench.runner.isolation.trusted import builtin_model, model_origin, trusted_imports_only, untrusted_modules
+from xaibench.runner.isolation.wire import MAX_REPLY_BYTES, Refused
 from xaibench.sandbox import (
     OFF_VARIABLE,
     SandboxError,
@@ -233,7 +233,7 @@ def _serve(conn: Connection, state: WorkerState) -> None:
 
 def _zygote_build(models: WorkerState, spec: ModelSpec) -> tuple[str | None, bool]:
     """Build the model of ``spec`` in the zygote, on the CPU (workers move it to the device), if it
-    is one of xaibench's own (:func:`~xaibench.runner.trusted.builtin_model`; any other is built
+    is one of xaibench's own (:func:`~xaibench.runner.isolation.trusted.builtin_model`; any other is built
     by its worker, in the sandbox), with imports of untrusted modules refused. Returns the error
     (``None``: built) and whether the zygote is tainted: the build left a module that is not
     trusted in ``sys.modules`` (the zygote must end)."""
@@ -531,7 +531,7 @@ class _Spawner:
 
 
 class LocalSlot:
-    """One worker process, as :class:`~xaibench.runner.scheduling.Scheduler` drives it: the parent's
+    """One worker process, as :class:`~xaibench.runner.isolation.scheduling.Scheduler` drives it: the parent's
     end of its pipe, and what started it (and reaps it)."""
 
     def __init__(self, pid: int, conn: Connection, spawner: _Zygote | _Spawner, models: frozenset[str]) -> None:
@@ -729,18 +729,14 @@ def worker_sandbox(start_method: str = "zygote") -> str:
     return status
 
 
-def make_executor(
-    kind: str, registry: Any, *, workers: int = 1, threads: int = 1, ray_address: str | None = None
-) -> Executor:
-    """The executor ``kind``: ``local`` (worker processes on this machine), ``ray``
-    (:class:`xaibench.runner.ray_executor.RayExecutor`) or ``inprocess`` (this process; trusted
-    code only)."""
-    if kind not in EXECUTORS:
-        raise ValueError(f"unknown executor {kind!r}; known: {', '.join(EXECUTORS)}")
-    if kind == "local":
-        return LocalExecutor(registry, workers=workers, threads=threads)
-    if kind == "ray":
-        from xaibench.runner.ray_executor import RayExecutor
-
-        return RayExecutor(registry, workers=workers, threads=threads, address=ray_address)
-    return InProcessExecutor(registry, threads=threads)
+def make_executor(kind: str, registry: Any, **options: Any) -> Executor:
+    """The executor ``kind`` of :data:`~xaibench.runner.config.EXECUTOR_TABLE` (``local``: worker
+    processes on this machine, ``ray``: :class:`xaibench.runner.isolation.ray_executor.RayExecutor`,
+    ``inprocess``: this process, trusted code only), built from its entry: its constructor gets
+    the registry and the ``options`` its entry takes (run options by :class:`RunConfig` field:
+    ``workers``, ``threads``, ``ray_address``; :func:`~xaibench.runner.config.executor_options`
+    gives a configuration's), the others ignored. ``ValueError`` for an unknown ``kind``."""
+    entry = executor_entry(kind)
+    module, _, name = entry.constructor.partition(":")
+    constructor = getattr(importlib.import_module(module), name)
+    return constructor(registry, **{keyword: options[o] for o, keyword in entry.options.items() if o in options})

@@ -1,8 +1,8 @@
-"""The model and encoder worker process (child side of :mod:`xaibench.runner.component_worker`).
+"""The model and encoder worker process (child side of :mod:`xaibench.runner.isolation.component_worker`).
 
-Started as ``python -m xaibench.runner.component_child SCRATCH PARENT_PID`` with pipes on stdin and
+Started as ``python -m xaibench.runner.isolation.component_child SCRATCH PARENT_PID`` with pipes on stdin and
 stdout; one process per model or encoder. Before it imports torch, numpy or any plugin (this module
-imports only the standard library and the start-up steps of :mod:`xaibench.runner.metric_child`),
+imports only the standard library and the start-up steps of :mod:`xaibench.runner.isolation.metric_child`),
 it asks to be killed with its parent, becomes a subreaper, keeps the runner's pipes on private
 descriptors (a plugin's ``print`` cannot forge a reply), makes ``SCRATCH`` its ``TMPDIR`` and enters
 the worker sandbox (writes only ``SCRATCH``, no TCP, no signal outside itself; only where Landlock
@@ -26,7 +26,7 @@ import importlib
 import sys
 from typing import Any
 
-from xaibench.runner.metric_child import _die_with_parent, _private_pipes, _sandbox
+from xaibench.runner.isolation.metric_child import _die_with_parent, _private_pipes, _sandbox
 
 
 def _one_line(what: str, exc: BaseException) -> str:
@@ -123,8 +123,8 @@ def _build(message: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 def serve(inbox: int, outbox: int) -> None:
     """Answer the runner's messages on ``inbox``/``outbox`` until ``inbox`` closes (see the module doc)."""
-    from xaibench.runner.frames import WorkerFailed, read_frame, write_frame
-    from xaibench.runner.workers import kill_orphans
+    from xaibench.runner.isolation.frames import WorkerFailed, read_frame, write_frame
+    from xaibench.runner.isolation.workers import kill_orphans
 
     start = read_frame(inbox)
     sys.path[:] = [str(p) for p in start["path"]]  # the runner's: test folders added at run time too

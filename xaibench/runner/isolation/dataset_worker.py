@@ -4,15 +4,15 @@ A dataset whose registered class is a stand-in for a distribution
 (:func:`~xaibench.plugins.manager.remote_distribution` is not ``None``) carries its plugin's class
 data and its parameters, none of its code: the runner cannot, and must not, call its ``samples``.
 :func:`open_dataset` loads it instead in a one-shot child process
-(``python -m xaibench.runner.dataset_child``, see that module), which enters the worker sandbox
+(``python -m xaibench.runner.isolation.dataset_child``, see that module), which enters the worker sandbox
 before it imports anything but the standard library, imports the distribution for real, builds the
 dataset with the track's parameters and sends its revision, whether it is synthetic, its label
-names, its length and its first ``limit`` samples back as :mod:`xaibench.runner.wire` data (no
+names, its length and its first ``limit`` samples back as :mod:`xaibench.runner.isolation.wire` data (no
 pickle). The runner rebuilds :class:`~xaibench.api.Sample` objects from that data and holds them
 in a :class:`LoadedDataset`, which the track uses as it would the plugin's own dataset.
 
 **Limits.** Every frame's length is checked before it is read (at most
-:data:`~xaibench.runner.wire.MAX_REPLY_BYTES`), all of them together against
+:data:`~xaibench.runner.isolation.wire.MAX_REPLY_BYTES`), all of them together against
 :data:`MAX_TOTAL_BYTES`, the number of samples against the limit, and every sample's fields
 against their types. The whole load has a deadline: the run's ``--timeout`` (at least
 :data:`START_SECONDS`), :data:`DEFAULT_TIMEOUT` without one.
@@ -41,11 +41,11 @@ import numpy as np
 from xaibench.api import Dataset, Sample
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry, remote_distribution
-from xaibench.runner import wire
-from xaibench.runner.frames import FRAME, WorkerFailed, read_exact, sample_from_data, write_frame
-from xaibench.runner.processes import OutputForwarder, exit_reason, new_scratch, remove_scratch, start_child
+from xaibench.runner.isolation import wire
+from xaibench.runner.isolation.frames import FRAME, WorkerFailed, read_exact, sample_from_data, write_frame
+from xaibench.runner.isolation.processes import OutputForwarder, exit_reason, new_scratch, remove_scratch, start_child
 
-CHILD_MODULE = "xaibench.runner.dataset_child"
+CHILD_MODULE = "xaibench.runner.isolation.dataset_child"
 DEFAULT_TIMEOUT = 1800.0  # seconds a load may take when the run sets no --timeout
 START_SECONDS = 120.0  # at least this long: the child imports torch and the plugin first
 EXIT_WAIT_SECONDS = 5.0
@@ -215,7 +215,7 @@ def _load(
 
 
 def check_sample(data: Any) -> Sample:
-    """The :class:`~xaibench.api.Sample` of one sample frame; :class:`~xaibench.runner.wire.WireError`
+    """The :class:`~xaibench.api.Sample` of one sample frame; :class:`~xaibench.runner.isolation.wire.WireError`
     for one whose fields are not of their types."""
     if not isinstance(data, dict):
         raise wire.WireError("a sample must be a dict")

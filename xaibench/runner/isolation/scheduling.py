@@ -1,8 +1,8 @@
 """One scheduling core for the executors that run explainer code in worker processes.
 
 :class:`Scheduler` is the job queue and the rules; a :class:`Transport` starts, feeds and kills
-the workers: local processes forked from a zygote (:mod:`xaibench.runner.workers`) or Ray actors
-(:mod:`xaibench.runner.ray_executor`). The rules are the same for both, so every executor gives
+the workers: local processes forked from a zygote (:mod:`xaibench.runner.isolation.workers`) or Ray actors
+(:mod:`xaibench.runner.isolation.ray_executor`). The rules are the same for both, so every executor gives
 the same records, failures and n/a reasons:
 
 - **A job** is one :class:`~xaibench.runner.executors.ExplainTask` or one description of an
@@ -30,8 +30,8 @@ the same records, failures and n/a reasons:
 - **A worker that dies** fails its job with the reason the transport gives (``"worker exited with
   status 3"``) and is replaced. A description that fails gives ``("failed", "explainer
   constructor: <reason>")``.
-- **Answers are data.** A reply is bytes of the format of :mod:`xaibench.runner.wire` (JSON and
-  raw numpy arrays, no pickle), decoded by :func:`~xaibench.runner.wire.decode` within the
+- **Answers are data.** A reply is bytes of the format of :mod:`xaibench.runner.isolation.wire` (JSON and
+  raw numpy arrays, no pickle), decoded by :func:`~xaibench.runner.isolation.wire.decode` within the
   job's limit (:func:`reply_limit`), and must follow the protocol; otherwise the job fails with
   the reason and the worker is replaced.
 - **Starting.** A transport whose workers start asynchronously (``start_seconds`` set) reports
@@ -52,7 +52,7 @@ from typing import Any, Protocol
 
 from xaibench.runner.cost import checked
 from xaibench.runner.executors import Description, ExplainerSpec, ExplainOutcome, ExplainTask
-from xaibench.runner.wire import MAX_ARRAY_BYTES, decode
+from xaibench.runner.isolation.wire import MAX_ARRAY_BYTES, decode
 
 # Seconds allowed to build a model and an explainer in a worker, at least (the explainer call
 # itself gets the task's timeout). None when the run has no timeout.
@@ -107,7 +107,7 @@ def failure(job: Job, reason: str, *, timed_out: bool = False) -> Any:
 def reply_limit(job: Job | None) -> int:
     """The bytes of arrays a reply to ``job`` may hold: for a task of ``B`` inputs of ``S x S``
     pixels, ``B x S x S x REPLY_BYTES_PER_PIXEL`` (at least ``SMALL_REPLY_BYTES``, at most
-    :data:`~xaibench.runner.wire.MAX_ARRAY_BYTES`), else ``SMALL_REPLY_BYTES``."""
+    :data:`~xaibench.runner.isolation.wire.MAX_ARRAY_BYTES`), else ``SMALL_REPLY_BYTES``."""
     inputs = getattr(job.payload, "inputs", None) if job is not None and job.kind == "task" else None
     shape = getattr(inputs, "shape", ())
     if len(shape) != 4:
@@ -156,8 +156,8 @@ class Ready:
 
 @dataclass(frozen=True)
 class Reply:
-    """A worker's answer to its job, as it sent it (bytes of :mod:`xaibench.runner.wire`, which the
-    scheduler decodes; or a :class:`~xaibench.runner.wire.Refused` reply the transport did not read)."""
+    """A worker's answer to its job, as it sent it (bytes of :mod:`xaibench.runner.isolation.wire`, which the
+    scheduler decodes; or a :class:`~xaibench.runner.isolation.wire.Refused` reply the transport did not read)."""
 
     data: Any
 

@@ -17,7 +17,7 @@ Three views, all from the shared ``pasta-paper/`` tables (:mod:`xaibench.pasta.p
    submissions of one technique are averaged first), next to the rho the paper's own metric gives
    on the same techniques (its values averaged over backbones).
 
-Fewer than :data:`~xaibench.site.correlations.MIN_EXPLAINERS` points, or a constant side, is n/a.
+Fewer than :data:`~xaibench.metaeval.correlations.MIN_EXPLAINERS` points, or a constant side, is n/a.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import TypedDict
 import numpy as np
 
 from xaibench.errors import XaibenchError
+from xaibench.metaeval.correlations import MIN_EXPLAINERS, PERCEPTUAL_REFERENCE, spearman
 from xaibench.pasta.paper_tables import (
     DATA_DIR_ENV,
     HUMAN_COLUMNS,
@@ -43,7 +44,6 @@ from xaibench.pasta.paper_tables import (
 )
 from xaibench.pasta.training.data import CONCEPT_TECHNIQUES, SALIENCY_TECHNIQUES
 from xaibench.publish.shapes import BoardRow
-from xaibench.site.correlations import MIN_EXPLAINERS, PERCEPTUAL_REFERENCE, spearman
 
 FIDELITY = "fidelity_q1"
 TECHNIQUE_ALIASES: dict[str, str] = {

@@ -4,7 +4,7 @@ written out as JSONL (one record per line, as ``xaibench.record/1`` describes it
 A workdir written by an xaibench from before the part files (JSONL only) is read as it is (its
 ``<track>.jsonl`` files are the store's journals); ``convert`` compacts every journal into a part
 file so that readers and resumed runs read it column-wise. Both take the workdir lock
-(:class:`~xaibench.runner.store.WorkdirLock`): they fail at once, in one line, while a run holds it.
+(:class:`~xaibench.runner.storage.store.WorkdirLock`): they fail at once, in one line, while a run holds it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import IO
 
 from xaibench.errors import XaibenchError
 from xaibench.files import named
-from xaibench.runner.store import RecordStore, WorkdirLock, journals
+from xaibench.runner.storage.store import RecordStore, WorkdirLock, journals
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The framing of the sandboxed workers' pipes (metric and dataset workers), and samples as data.
 
 A message is a length-prefixed frame (8 bytes, little-endian) holding bytes of
-:mod:`xaibench.runner.wire` (JSON header and raw arrays, no pickle); a reader checks the length
+:mod:`xaibench.runner.isolation.wire` (JSON header and raw arrays, no pickle); a reader checks the length
 against its limit before it reads the bytes.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from xaibench.api import GroundTruth, Sample
-from xaibench.runner import wire
+from xaibench.runner.isolation import wire
 
 FRAME = struct.Struct("<Q")  # the length of a frame's wire bytes
 
@@ -31,7 +31,7 @@ class WorkerFailed(RuntimeError):
 
 
 def write_frame(fd: int, message: Any, deadline: float | None = None) -> None:
-    """Send ``message`` (bytes of :func:`xaibench.runner.wire.encode`, or a value to encode) on
+    """Send ``message`` (bytes of :func:`xaibench.runner.isolation.wire.encode`, or a value to encode) on
     ``fd``, length first. With a ``deadline`` (``time.monotonic()`` seconds) the fd must be
     non-blocking; past it, ``TimeoutError``; a closed pipe, :class:`WorkerFailed`."""
     data = message if isinstance(message, bytes) else wire.encode(message)
@@ -50,8 +50,8 @@ def write_frame(fd: int, message: Any, deadline: float | None = None) -> None:
 
 def read_frame(fd: int, deadline: float | None = None, *, limit: int = wire.MAX_REPLY_BYTES) -> Any:
     """The next message on ``fd``: its length is checked against ``limit`` before the bytes are
-    read, then they are decoded (:func:`xaibench.runner.wire.decode`). :class:`WorkerFailed` at
-    end of file or past ``deadline``; :class:`~xaibench.runner.wire.WireError` for bad bytes."""
+    read, then they are decoded (:func:`xaibench.runner.isolation.wire.decode`). :class:`WorkerFailed` at
+    end of file or past ``deadline``; :class:`~xaibench.runner.isolation.wire.WireError` for bad bytes."""
     (size,) = FRAME.unpack(read_exact(fd, FRAME.size, deadline))
     if size > limit:
         raise wire.WireError(f"a reply of {size} bytes exceeds the limit of {limit}")

@@ -2,15 +2,15 @@
 
 A Ray actor's process runs Ray's own threads before any code of ours, and Landlock confines only
 the thread that enters it, so plugin code never runs in the actor: each actor starts one child
-(:mod:`xaibench.runner.ray_child`, which enters the worker sandbox before it imports anything
+(:mod:`xaibench.runner.isolation.ray_child`, which enters the worker sandbox before it imports anything
 heavy or any plugin) and relays every request to it as bytes, every answer back unread. The actor
 itself imports neither torch nor any plugin: requests come pickled by the driver, answers are
-bytes of :mod:`xaibench.runner.wire` that only the driver decodes.
+bytes of :mod:`xaibench.runner.isolation.wire` that only the driver decodes.
 
 - The child is started with only its socket to the actor open (``close_fds``), in a session and
   process group of its own, in a fresh scratch folder (``xaibench-ray-<actor pid>-...`` in the
   actor's temporary folder) that is its working folder and ``TMPDIR``. Its stdout and stderr go
-  through :class:`~xaibench.runner.processes.OutputForwarder` (one ``[worker]`` line at a time,
+  through :class:`~xaibench.runner.isolation.processes.OutputForwarder` (one ``[worker]`` line at a time,
   control characters escaped) to the actor's stderr, which Ray keeps in its session's logs.
 - It dies with the actor (``PR_SET_PDEATHSIG``: when the driver kills an actor that overran, the
   child goes too); an idle actor ends its child before it is killed (:meth:`RayWorker.close`),
@@ -35,12 +35,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from xaibench.runner import processes
-from xaibench.runner.processes import OutputForwarder, new_scratch, remove_scratch
-from xaibench.runner.processes import exit_reason as code_reason
-from xaibench.runner.wire import MAX_REPLY_BYTES, Refused, encode
+from xaibench.runner.isolation import processes
+from xaibench.runner.isolation.processes import OutputForwarder, new_scratch, remove_scratch
+from xaibench.runner.isolation.processes import exit_reason as code_reason
+from xaibench.runner.isolation.wire import MAX_REPLY_BYTES, Refused, encode
 
-# The script an actor runs as its child, where plugin code runs (see xaibench/runner/ray_child.py).
+# The script an actor runs as its child, where plugin code runs (see xaibench/runner/isolation/ray_child.py).
 CHILD_SCRIPT = Path(__file__).resolve().with_name("ray_child.py")
 # An actor's child's scratch folder: f"{SCRATCH_PREFIX}{actor pid}-..." in the actor's temporary folder.
 SCRATCH_KIND = "ray"
@@ -61,7 +61,7 @@ class ChildEnded:
 
 
 class Child:
-    """An actor's sandboxed child process (:mod:`xaibench.runner.ray_child`), the actor's end of
+    """An actor's sandboxed child process (:mod:`xaibench.runner.isolation.ray_child`), the actor's end of
     its socket, and the thread that forwards its output (escaped) to the actor's log."""
 
     def __init__(self, threads: int, sandboxed: bool, plugins: dict[str, Any] | None = None) -> None:

@@ -1,7 +1,7 @@
 """Per-sample result records of one track, and the workdir lock.
 
 A track's records live in ``<workdir>/results/``: an append-only journal ``<track>.jsonl`` and
-immutable Parquet part files ``<track>.part-<n>.parquet`` (:mod:`xaibench.runner.columnar`:
+immutable Parquet part files ``<track>.part-<n>.parquet`` (:mod:`xaibench.runner.storage.columnar`:
 one row per record, provenance stored once per (track, explainer, metric) and referenced by id).
 ``<track>`` is the track's file name (:func:`track_journal`, :func:`xaibench.safe_names.file_name`:
 the name itself for plain names, escaped otherwise), so a track named ``../..`` or ``/tmp/x``
@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 from xaibench import integrity
 from xaibench.errors import XaibenchError
 from xaibench.files import named, write_bytes_atomic
-from xaibench.runner import columnar
+from xaibench.runner.storage import columnar
 from xaibench.safe_names import file_name
 
 LOCK_NAME = ".lock"
@@ -302,7 +302,7 @@ class RecordStore:
         yield from list(self._journal.values())
 
     def table(self) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
-        """Every stored record as one table of :data:`~xaibench.runner.columnar.SCHEMA` (the part
+        """Every stored record as one table of :data:`~xaibench.runner.storage.columnar.SCHEMA` (the part
         files', then the journal's rows) and the provenance blocks its rows name."""
         parts, blocks = self._part_table()
         records = list(self._journal.values())

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from xaibench.plugins.manager import Registry
 
 FAMILIES = ("alignment", "faithfulness")
-META_WORKDIR = "meta"  # as xaibench.python_api.META_WORKDIR: meta's own runs, inside the run's workdir
+META_WORKDIR = "meta"  # as xaibench.metaeval.pipeline.META_WORKDIR: meta's own runs, inside the run's workdir
 RUN_OPTIONS = ("limit", "batch_size", "timeout", "threads", "executor", "workers", "ray_address", "device", "progress")
 
 
@@ -75,10 +75,7 @@ def protocol_runs(
     its workdir (the settings' records go to ``<workdir>/meta``, explanations come from
     ``<workdir>/cache``); ``options``: the run's options among :data:`RUN_OPTIONS`. A metric
     without documented settings gets a :class:`Protocol` saying so."""
-    from xaibench.runner.cache import ExplanationCache
-    from xaibench.runner.config import make_run_config
-    from xaibench.runner.records import runtime_key
-    from xaibench.runner.run import Runner
+    from xaibench.runner import Runner, RunOptions, make_run_config
 
     if frame.empty:
         return {}
@@ -116,13 +113,11 @@ def protocol_runs(
             explainer_params=explainer_params,
             seed=seed,
             workdir=target,
+            limit=given.get("limit"),
+            options=RunOptions.of(given),
             examples=0,
-            **given,
         )
-        with Runner(config, registry) as runner:
-            if runner.cache is not None:  # the run's explanations: only the metric is recomputed
-                scope = runtime_key(runner.environment)
-                runner.cache = ExplanationCache(workdir / "cache" / "explanations", scope=scope)
+        with Runner(config, registry, explanations_from=workdir) as runner:  # only the metric is recomputed
             runner.run()
     from xaibench.results import records
 

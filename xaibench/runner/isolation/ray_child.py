@@ -2,7 +2,7 @@
 
 A Ray actor's process runs threads of Ray's own (gRPC, the core worker) before any code of
 ours, and Landlock confines only the thread that enters it, so an actor cannot be sandboxed.
-Each actor (:class:`xaibench.runner.ray_executor.RayWorker`) therefore starts one child, this
+Each actor (:class:`xaibench.runner.isolation.ray_executor.RayWorker`) therefore starts one child, this
 file run as a script (``python .../ray_child.py FD SCRATCH THREADS PARENT SANDBOXED``), and
 relays its work to it. In this order, the child:
 
@@ -26,7 +26,7 @@ relays its work to it. In this order, the child:
    outputs, error, timed_out)``, ``("describe", ExplainerSpec)`` by ``("described", ...)``.
 
 Requests come pickled from the actor (the trusted direction); every answer is bytes of
-:mod:`xaibench.runner.wire`, which the actor relays to the driver unread. ``sys.exit(N)`` in
+:mod:`xaibench.runner.isolation.wire`, which the actor relays to the driver unread. ``sys.exit(N)`` in
 plugin code ends the child with status ``N``; whatever threads plugin code left are not waited for.
 """
 
@@ -56,7 +56,7 @@ def _sandbox_module() -> ModuleType:
     name = "xaibench.sandbox"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE.parent / "sandbox.py")
+    spec = importlib.util.spec_from_file_location(name, HERE.parents[1] / "sandbox.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -77,7 +77,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _enter_sandbox(scratch: str, fd: int) -> None:
-    """Sandbox this process as a local worker is (``xaibench.runner.workers._enter_sandbox``), or
+    """Sandbox this process as a local worker is (``xaibench.runner.isolation.workers._enter_sandbox``), or
     say why not and exit with :data:`SANDBOX_FAILED`."""
     sandbox = _sandbox_module()
     try:
@@ -96,7 +96,7 @@ def _enter_sandbox(scratch: str, fd: int) -> None:
 def _serve(conn: Any, state: Any) -> None:
     """Answer the actor's requests until it closes the socket (imports after the sandbox)."""
     from xaibench.runner.executors import ExplainOutcome, encode_reply, failure_reason, plain_reply
-    from xaibench.runner.workers import kill_orphans
+    from xaibench.runner.isolation.workers import kill_orphans
 
     ready = encode_reply(("ready",))
     conn.send_bytes(ready)

@@ -2,7 +2,7 @@
 the terminal (:class:`OutputForwarder`), the n/a reason of one that ended (:func:`exit_reason`),
 their scratch folders (:func:`new_scratch`, :func:`remove_scratch`) and the start of a fresh child that
 talks over its stdin and stdout (:func:`start_child`). Standard library only: a Ray
-actor's child imports nothing heavy before it enters its sandbox (:mod:`xaibench.runner.ray_child`).
+actor's child imports nothing heavy before it enters its sandbox (:mod:`xaibench.runner.isolation.ray_child`).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def start_child(module: str, scratch: str, *, prefix: str, single_blas_thread: b
     child cannot start."""
     read_err, write_err = os.pipe()
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     if root not in site.getsitepackages():  # a source checkout: the child imports the same xaibench
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     if single_blas_thread:

@@ -8,9 +8,9 @@ classes); an encoder's embeddings (the PASTA score). :func:`install` puts two bu
 :data:`xaibench.plugins.manager.remote_builders`, so that ``registry.create("model", NAME)`` in the
 runner returns a :class:`RemoteModel` (and ``"encoder"`` a :class:`RemoteEncoder`): a proxy whose
 work runs in a :class:`ComponentWorker`, a child process (``python -m
-xaibench.runner.component_child``) that enters the worker sandbox before it imports anything but
+xaibench.runner.isolation.component_child``) that enters the worker sandbox before it imports anything but
 the standard library, imports the distribution for real, builds the component with its parameters
-and answers requests as :mod:`xaibench.runner.wire` data (no pickle):
+and answers requests as :mod:`xaibench.runner.isolation.wire` data (no pickle):
 
 - ``start``: the component's attributes (a model's identity, input size, normalisation, label
   names, target layers, the paths of the modules that own parameters; an encoder's identity,
@@ -53,11 +53,11 @@ from xaibench.api import Encoder, Model
 from xaibench.errors import XaibenchError
 from xaibench.plugins import manager
 from xaibench.plugins.manager import remote_distribution
-from xaibench.runner import wire
-from xaibench.runner.frames import WorkerFailed, read_frame, write_frame
-from xaibench.runner.processes import exit_reason, new_scratch, remove_scratch, start_child
+from xaibench.runner.isolation import wire
+from xaibench.runner.isolation.frames import WorkerFailed, read_frame, write_frame
+from xaibench.runner.isolation.processes import exit_reason, new_scratch, remove_scratch, start_child
 
-CHILD_MODULE = "xaibench.runner.component_child"
+CHILD_MODULE = "xaibench.runner.isolation.component_child"
 START_SECONDS = 120.0  # at least this long to start: the child imports torch and the plugin first
 REQUEST_SECONDS = 1800.0  # one request (a batch forward, a chunk of embeddings)
 EXIT_WAIT_SECONDS = 5.0

@@ -1,5 +1,5 @@
 """What counts as xaibench's own, trusted code where workers are forked (the zygote of
-:mod:`xaibench.runner.workers`).
+:mod:`xaibench.runner.isolation.workers`).
 
 The zygote builds models before it forks explainer workers, so that a fresh worker inherits them;
 it runs outside any sandbox, and whatever it imports or patches reaches every worker it forks

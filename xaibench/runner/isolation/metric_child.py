@@ -1,6 +1,6 @@
-"""The metric worker process (child side of :mod:`xaibench.runner.metric_worker`).
+"""The metric worker process (child side of :mod:`xaibench.runner.isolation.metric_worker`).
 
-Started as ``python -m xaibench.runner.metric_child SCRATCH PARENT_PID`` with pipes on stdin and
+Started as ``python -m xaibench.runner.isolation.metric_child SCRATCH PARENT_PID`` with pipes on stdin and
 stdout. Before it imports torch or any plugin (this module imports only the standard library and
 :mod:`xaibench.sandbox`), it:
 
@@ -14,7 +14,7 @@ stdout. Before it imports torch or any plugin (this module imports only the stan
    TCP, no signal outside itself), unless ``XAIBENCH_SANDBOX=0``; a child that cannot enter it
    says why on stderr and exits with status 70.
 
-Then it imports :mod:`xaibench.runner.metric_serve` (torch, its own registry, the plugins) and
+Then it imports :mod:`xaibench.runner.isolation.metric_serve` (torch, its own registry, the plugins) and
 serves the runner's messages until its stdin closes.
 """
 
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> None:
     _die_with_parent(parent)
     inbox, outbox = _private_pipes()
     _sandbox(scratch)
-    from xaibench.runner.metric_serve import serve  # torch, the registry, plugins: only now
+    from xaibench.runner.isolation.metric_serve import serve  # torch, the registry, plugins: only now
 
     serve(inbox, outbox)
 
