@@ -17,7 +17,9 @@ from markupsafe import Markup, escape
 
 @dataclass
 class Series:
-    """One line of a curve chart; ``main`` lines are drawn on top, in colour, with their band."""
+    """One line of a curve chart; ``main`` lines are drawn on top, in colour, with their band. A
+    grey line with ``low`` and ``high`` is drawn with a grey band (several lines summarised as
+    one: their median and spread); ``band_label`` names what the band spans."""
 
     label: str
     x: Sequence[float]
@@ -25,6 +27,7 @@ class Series:
     main: bool = False
     low: Sequence[float] | None = None
     high: Sequence[float] | None = None
+    band_label: str = "IQR"
 
 
 def _f(v: float) -> str:
@@ -97,12 +100,12 @@ def curve_chart(
     parts.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none"/>')
     ordered = sorted(series, key=lambda s: s.main)
     for s in ordered:
-        if s.main and s.low is not None and s.high is not None:
+        if s.low is not None and s.high is not None:
             upper = _points(s.x, s.high, sx, sy)
             lower = _points(list(reversed(s.x)), list(reversed(s.low)), sx, sy)
-            parts.append(
-                f'<polygon class="band" points="{upper} {lower}"><title>{escape(s.label)}: IQR</title></polygon>'
-            )
+            band = "band" if s.main else "band other"
+            title = f"{escape(s.label)}: {escape(s.band_label)}"
+            parts.append(f'<polygon class="{band}" points="{upper} {lower}"><title>{title}</title></polygon>')
         cls = "line main" if s.main else "line other"
         points = _points(s.x, s.y, sx, sy) if s.main else _points1(*_thin(s.x, s.y), sx, sy)
         parts.append(f'<polyline class="{cls}" fill="none" points="{points}">')

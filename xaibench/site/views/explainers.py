@@ -3,9 +3,10 @@ overlays, and the mean curves (deletion, insertion, the randomisation cascade) a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
+import numpy as np
 from markupsafe import Markup
 
 from xaibench.families import POLICIES, family_index
@@ -33,6 +34,10 @@ CURVE_LABELS = {
         "Spearman of |E| with the original",
     ),
 }
+MAX_OTHER_LINES = 8
+"""Up to this many other explainers, each is drawn as a grey line under the page's curve; beyond,
+they are summarised as one grey median line with its 10th to 90th percentile band
+(:func:`others_envelope`)."""
 CURVE_Y_RANGE = {"model_randomisation": (-1.0, 1.0)}  # a correlation; the others are probabilities in [0, 1]
 
 
@@ -61,6 +66,8 @@ class CurveView(TypedDict):
     metric: str
     n: int | None
     others: int
+    summarised: bool
+    """The others drawn as one median line and band (more than :data:`MAX_OTHER_LINES`)."""
     x_label: str
     y_label: str
     svg: Markup
@@ -178,6 +185,23 @@ def curve_of(sub: Submitted, track: str, metric: str) -> Curve | None:
     return curve
 
 
+def others_envelope(others: Sequence[charts.Series], x: Sequence[float]) -> charts.Series:
+    """The other explainers' mean curves as one grey series: at each ``x`` (the page's explainer's
+    grid; each curve interpolated onto it), their median, with the 10th to 90th percentile as its
+    band. A page's size then grows with the board's explainers once, not once per pair."""
+    grid = np.asarray(x, dtype=float)
+    ys = np.stack([np.interp(grid, np.asarray(o.x, dtype=float), np.asarray(o.y, dtype=float)) for o in others])
+    low, median, high = np.percentile(ys, [10, 50, 90], axis=0)
+    return charts.Series(
+        f"the {len(others)} other explainers: median",
+        list(grid),
+        list(median),
+        low=list(low),
+        high=list(high),
+        band_label="10th to 90th percentile",
+    )
+
+
 def curves(sub: Submitted, track: str, by_key: Mapping[str, Submitted]) -> list[CurveView]:
     """Each of ``sub``'s mean curves on ``track``, drawn over the other submissions' curves."""
     out: list[CurveView] = []
@@ -186,11 +210,12 @@ def curves(sub: Submitted, track: str, by_key: Mapping[str, Submitted]) -> list[
         mine = curve_of(sub, track, metric)
         if mine is None:
             continue
-        series = []
-        for other in by_key.values():
-            c = curve_of(other, track, metric)
-            if c is not None and other is not sub:
-                series.append(charts.Series(other.name, c["fraction"], c["mean"]))
+        others = [
+            charts.Series(other.name, c["fraction"], c["mean"])
+            for other in by_key.values()
+            if other is not sub and (c := curve_of(other, track, metric)) is not None
+        ]
+        series = [*others] if len(others) <= MAX_OTHER_LINES else [others_envelope(others, mine["fraction"])]
         low, high = mine.get("q25"), mine.get("q75")
         band = isinstance(low, list) and isinstance(high, list) and len(low) == len(high) == len(mine["fraction"])
         series.append(
@@ -208,7 +233,8 @@ def curves(sub: Submitted, track: str, by_key: Mapping[str, Submitted]) -> list[
             {
                 "metric": metric,
                 "n": mine.get("n"),
-                "others": len(series) - 1,
+                "others": len(others),
+                "summarised": len(others) > MAX_OTHER_LINES,
                 "x_label": x_label,
                 "y_label": y_label,
                 "svg": charts.curve_chart(

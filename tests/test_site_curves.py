@@ -1,0 +1,56 @@
+"""Explainer pages draw the other explainers' curves as lines while they are few, and as one
+median line with its 10th-90th percentile band beyond :data:`MAX_OTHER_LINES`, so a page's size
+grows with the board once, not once per pair (the record's site: issue 41)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from xaibench.site import charts
+from xaibench.site.views.explainers import MAX_OTHER_LINES, curves, others_envelope
+
+X = [0.0, 0.5, 1.0]
+
+
+def _sub(name: str, mean: list[float]) -> Any:
+    curve = {"fraction": X, "mean": mean, "n": 4}
+    return SimpleNamespace(name=name, data={"tracks": {"t": {"metrics": {"deletion": {"curve": curve}}}}})
+
+
+def test_the_envelope_is_the_median_and_the_10th_to_90th_percentile_on_the_pages_grid() -> None:
+    others = [charts.Series(f"e{i}", X, [1.0, 0.5 - 0.05 * i, 0.0]) for i in range(10)]
+    env = others_envelope(others, [0.0, 0.25, 0.5, 1.0])
+    # at 0.5: values 0.5, 0.45, ..., 0.05; median (0.25 + 0.3) / 2; 10th percentile 0.05 + 0.9 x 0.05
+    assert env.y[2] == pytest.approx(0.275) and env.low[2] == pytest.approx(0.095)  # type: ignore[index]
+    assert env.high[2] == pytest.approx(0.455)  # type: ignore[index]
+    # at 0.25 each curve is interpolated: (1 + 0.5 - 0.05 i) / 2, median over i = 0..9
+    assert env.y[1] == pytest.approx(0.75 - 0.025 * 4.5)
+    assert env.label == "the 10 other explainers: median" and not env.main
+
+
+@pytest.mark.parametrize("n_others", [MAX_OTHER_LINES, MAX_OTHER_LINES + 1, 30])
+def test_few_others_are_lines_many_are_one_band(n_others: int) -> None:
+    subs = {f"x{i}": _sub(f"x{i}", [1.0, 0.5 - 0.01 * i, 0.0]) for i in range(n_others + 1)}
+    me = subs["x0"]
+    (view,) = curves(me, "t", subs)
+    svg = str(view["svg"])
+    assert view["others"] == n_others
+    if n_others <= MAX_OTHER_LINES:
+        assert svg.count('<polyline class="line other"') == n_others and "band other" not in svg
+        assert not view["summarised"]
+    else:
+        assert svg.count('<polyline class="line other"') == 1 and svg.count('class="band other"') == 1
+        assert view["summarised"] and f"the {n_others} other explainers: median" in svg
+    assert svg.count('<polyline class="line main"') == 1
+
+
+def test_a_page_grows_linearly_with_the_board() -> None:
+    def size(n: int) -> int:
+        subs = {f"x{i}": _sub(f"x{i}", list(np.round([1.0, 0.5 - 0.001 * i, 0.0], 4))) for i in range(n)}
+        return len(str(curves(subs["x0"], "t", subs)[0]["svg"]))
+
+    assert size(40) == size(20)  # the summarised chart holds one grey line and one band at any size
