@@ -144,7 +144,7 @@ class _Toy:
 
 def _track() -> Any:
     model = _Toy()
-    return types.SimpleNamespace(model=model, inputs=torch.zeros(1, 1, 2, 2))
+    return types.SimpleNamespace(model=model, inputs=torch.zeros(1, 1, 2, 2), device=torch.device("cpu"))
 
 
 def _message(shift: Any) -> dict[str, Any]:
