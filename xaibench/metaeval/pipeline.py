@@ -164,7 +164,6 @@ def _ladder(ctx: MetaContext) -> dict[tuple[str, str], Any]:
     """The graded-oracle ladder (:mod:`xaibench.metaeval.ladder`) of every alignment metric of the run:
     the reference explainer ``ladder`` at each level, run through the runner into
     ``<workdir>/meta`` (cached like any explainer, never published), then each metric's verdict."""
-    from xaibench.metaeval.ladder import LEVELS, ladder_validity
     from xaibench.results import records
 
     frame = records(ctx.workdir)
@@ -173,22 +172,41 @@ def _ladder(ctx: MetaContext) -> dict[tuple[str, str], Any]:
     metrics = sorted(set(aligned.loc[aligned["track"].isin(with_truth), "metric"]))
     if not metrics:
         return {}
-    scored = reference_values(
-        "ladder",
-        "a",
-        LEVELS,
+    return ladder_verdicts(
         ctx.workdir / META_WORKDIR,
         with_truth,
         metrics,
-        ctx.suite,
-        ctx.seed,
-        ctx.output_path,
-        ctx.data_dir,
-        ctx.run_options,
+        suite=ctx.suite,
+        seed=ctx.seed,
+        output_path=ctx.output_path,
+        data_dir=ctx.data_dir,
+        run_options=ctx.run_options,
         run=ctx.run,
     )
+
+
+def ladder_verdicts(
+    workdir: Path,
+    tracks: list[str],
+    metrics: list[str],
+    *,
+    suite: str | Path,
+    seed: int,
+    output_path: str | Path | None,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+    run: RunFunction,
+) -> dict[tuple[str, str], Any]:
+    """The ladder's verdict on each of ``metrics`` on ``tracks``: the reference explainer ``ladder``
+    run at each level into ``workdir`` (:func:`reference_values`), then
+    :func:`xaibench.metaeval.ladder.ladder_validity` by (track, metric)."""
+    from xaibench.metaeval.ladder import LEVELS, ladder_validity
+
+    scored = reference_values(
+        "ladder", "a", LEVELS, workdir, tracks, metrics, suite, seed, output_path, data_dir, run_options, run=run
+    )
     return {
-        key: ladder_validity(values, direction, seed=ctx.seed, track=key[0], metric=key[1])
+        key: ladder_validity(values, direction, seed=seed, track=key[0], metric=key[1])
         for key, (direction, values) in scored.items()
     }
 
@@ -247,7 +265,6 @@ def _planted_cue(ctx: MetaContext) -> dict[tuple[str, str], Any]:
     run, on its tracks whose samples carry a planted cue: the model's reliance, measured on the
     track as the run loaded it, then the reference explainer ``planted`` (cue and object) run
     through the runner into ``<workdir>/meta``, and each metric's verdict."""
-    from xaibench.metaeval.planted import planted_validity
     from xaibench.results import records
     from xaibench.runner import data_dir as data_dir_set
     from xaibench.runner import load_track
@@ -267,27 +284,58 @@ def _planted_cue(ctx: MetaContext) -> dict[tuple[str, str], Any]:
     if not figures:
         return {}
     metrics = sorted(set(faithful.loc[faithful["track"].isin(figures), "metric"]))
+    return planted_verdicts(
+        ctx.workdir / META_WORKDIR,
+        figures,
+        metrics,
+        suite=ctx.suite,
+        seed=ctx.seed,
+        output_path=ctx.output_path,
+        data_dir=ctx.data_dir,
+        run_options=ctx.run_options,
+        run=ctx.run,
+    )
+
+
+def planted_verdicts(
+    workdir: Path,
+    figures: Mapping[str, Mapping[str, float]],
+    metrics: list[str],
+    *,
+    suite: str | Path,
+    seed: int,
+    output_path: str | Path | None,
+    data_dir: str | Path | None,
+    run_options: Mapping[str, Any],
+    run: RunFunction,
+) -> dict[tuple[str, str], Any]:
+    """The planted-cue test's verdict on each of ``metrics`` on the tracks of ``figures`` (track ->
+    the model's measured reliance): the reference explainer ``planted`` on the cue and on the
+    object, run into ``workdir`` (:func:`reference_values`), then
+    :func:`xaibench.metaeval.planted.planted_validity` by (track, metric)."""
+    from xaibench.metaeval.planted import planted_validity
+
     scored = reference_values(
         "planted",
         "region",
         ("cue", "object"),
-        ctx.workdir / META_WORKDIR,
+        workdir,
         sorted(figures),
         metrics,
-        ctx.suite,
-        ctx.seed,
-        ctx.output_path,
-        ctx.data_dir,
-        ctx.run_options,
-        run=ctx.run,
+        suite,
+        seed,
+        output_path,
+        data_dir,
+        run_options,
+        run=run,
     )
     return {
         (track, metric): planted_validity(
             values.get("cue", {}),
             values.get("object", {}),
             direction,
-            figures[track],
-            seed=ctx.seed,
+            dict(figures[track]),
+            seed=seed,
             track=track,
             metric=metric,
         )

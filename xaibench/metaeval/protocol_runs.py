@@ -24,6 +24,7 @@ import numpy as np
 
 from xaibench.errors import XaibenchError
 from xaibench.metaeval.protocol import Protocol, protocol_sensitivity, protocol_settings, setting_label
+from xaibench.runner import RunOptions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 
 FAMILIES = ("alignment", "faithfulness")
 META_WORKDIR = "meta"  # as xaibench.metaeval.pipeline.META_WORKDIR: meta's own runs, inside the run's workdir
-RUN_OPTIONS = ("limit", "batch_size", "timeout", "threads", "executor", "workers", "ray_address", "device", "progress")
+RUN_OPTIONS = ("limit", *(f.name for f in dataclasses.fields(RunOptions) if f.name != "cache"))
+"""The run's options its settings' runs take: its sample limit and every machine option but the
+cache (they always read the run's explanations)."""
 
 
 def _values(rows: pd.DataFrame, explainers: Sequence[str]) -> tuple[np.ndarray, list[str]]:
@@ -75,7 +78,7 @@ def protocol_runs(
     its workdir (the settings' records go to ``<workdir>/meta``, explanations come from
     ``<workdir>/cache``); ``options``: the run's options among :data:`RUN_OPTIONS`. A metric
     without documented settings gets a :class:`Protocol` saying so."""
-    from xaibench.runner import Runner, RunOptions, make_run_config
+    from xaibench.runner import Runner, make_run_config
 
     if frame.empty:
         return {}

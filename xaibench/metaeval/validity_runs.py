@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from xaibench.metaeval.assess import Validity
-from xaibench.metaeval.ladder import LEVELS, ladder_validity
-from xaibench.metaeval.pipeline import RunFunction, reference_values
-from xaibench.metaeval.planted import planted_validity
+from xaibench.metaeval.ladder import LEVELS
+from xaibench.metaeval.pipeline import RunFunction, ladder_verdicts, planted_verdicts
 
 Key = tuple[str, str]
 """(track, metric)."""
@@ -42,41 +41,37 @@ def reference_validity(
     options = dict(run_options or {})
     out: dict[Key, Validity] = {}
     aligned = {t: sorted(m for m, f in ms.items() if f == "alignment") for t, ms in families.items()}
-    aligned = {t: ms for t, ms in aligned.items() if ms}
-    for track, metrics in sorted(aligned.items()):
+    for track, metrics in sorted((t, ms) for t, ms in aligned.items() if ms):
         say(f"validity: the ladder ({len(LEVELS)} levels) on {track}: {', '.join(metrics)}")
-        scored = reference_values(
-            "ladder", "a", LEVELS, workdir, [track], metrics, suite, seed, None, data_dir, options, run=run
+        out.update(
+            ladder_verdicts(
+                workdir,
+                [track],
+                metrics,
+                suite=suite,
+                seed=seed,
+                output_path=None,
+                data_dir=data_dir,
+                run_options=options,
+                run=run,
+            )
         )
-        for (t, metric), (direction, values) in scored.items():
-            out[(t, metric)] = ladder_validity(values, direction, seed=seed, track=t, metric=metric)
     for track, figures in sorted(reliance.items()):
         metrics = sorted(m for m, f in families.get(track, {}).items() if f == "faithfulness")
         if not metrics:
             continue
         say(f"validity: the planted cue on {track}: {', '.join(metrics)}")
-        scored = reference_values(
-            "planted",
-            "region",
-            ("cue", "object"),
-            workdir,
-            [track],
-            metrics,
-            suite,
-            seed,
-            None,
-            data_dir,
-            options,
-            run=run,
-        )
-        for (t, metric), (direction, values) in scored.items():
-            out[(t, metric)] = planted_validity(
-                values.get("cue", {}),
-                values.get("object", {}),
-                direction,
-                dict(figures),
+        out.update(
+            planted_verdicts(
+                workdir,
+                {track: figures},
+                metrics,
+                suite=suite,
                 seed=seed,
-                track=t,
-                metric=metric,
+                output_path=None,
+                data_dir=data_dir,
+                run_options=options,
+                run=run,
             )
+        )
     return out
