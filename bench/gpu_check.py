@@ -1,6 +1,6 @@
 """Every GPU check of issue 29 in one command (about 4 minutes on one H100), figures to one JSON file.
 
-Steps (``--only STEP``, repeatable): default-suite, explainers, road, field, field-profile, throughput,
+Steps (``--only STEP``, repeatable): sandbox, default-suite, explainers, road, field, field-profile, throughput,
 ray; each is a module of ``bench/gpu/`` whose docstring says what it measures and its goals. ``--dry-run`` runs
 every step on the CPU with tiny sizes (a few minutes at most on 2 cores) to check the plumbing.
 Each figure is printed with the device name; the JSON holds {"device", "torch", "started",
@@ -31,10 +31,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import torch  # noqa: E402
-from gpu import default_suite, explainers, field, field_profile, ray_check, road, throughput  # noqa: E402
+from gpu import default_suite, explainers, field, field_profile, ray_check, road, sandbox_cuda, throughput  # noqa: E402
 from gpu.common import Config  # noqa: E402
 
 STEPS = {
+    "sandbox": sandbox_cuda.run,
     "default-suite": default_suite.run,
     "explainers": explainers.run,
     "road": road.run,

@@ -15,7 +15,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "gpu_check.sh"
-STEPS = ("default-suite", "explainers", "road", "field", "field-profile", "throughput", "ray")
+STEPS = ("sandbox", "default-suite", "explainers", "road", "field", "field-profile", "throughput", "ray")
 
 
 def run_check(out: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
@@ -55,6 +55,10 @@ def test_dry_run_runs_every_step_on_the_cpu(tmp_path: Path) -> None:
     assert suite["figures"]["records"] > 0 and suite["figures"]["leaderboard_rows"] > 0
     assert report["steps"]["explainers"]["dtoh_copies"] == {"skipped": "no CUDA"}
     assert report["steps"]["ray"]["figures"]["differences"] == 0
+    sandboxed = report["steps"]["sandbox"]
+    if "skipped" not in sandboxed:  # Landlock here: each variant ran on the CPU
+        assert {v: r["device"] for v, r in sandboxed["variants"].items()} == dict.fromkeys(sandboxed["variants"], "ok")
+        assert sandboxed["figures"]["na_records"] == 0
     profile = report["steps"]["field-profile"]["profile"]  # where each faithfulness metric's time goes
     assert set(profile) == {"faithfulness_correlation", "pixel_flipping", "infidelity"}
     for name, p in profile.items():

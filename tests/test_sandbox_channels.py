@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -628,3 +629,74 @@ def test_a_probe_started_in_a_sandbox_still_kills_its_plugins_daemon(
     assert report.get("failure") is None and report["took"] < 20, report
     daemon = _pid(notes / "daemon")
     assert not Path(f"/proc/{daemon}").exists()  # killed and reaped by the probe, its subreaper
+
+
+@needs_seccomp
+def test_threads_started_before_the_filter_are_confined_by_landlock_and_the_filter(tmp_path: Path) -> None:
+    """The CUDA driver fails with error 304 when it starts under the seccomp filter (every sandboxed
+    worker of a --device cuda run on an H200; Landlock alone let it start), so workers start it
+    in ``before_filter``: between Landlock and the filter. A thread started there is confined by
+    both: Landlock (it was started after) and the filter (applied to every thread, TSYNC)."""
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    seen: dict[str, Any] = {}
+    stop = threading.Event()
+    go = threading.Event()
+
+    def helper() -> None:
+        seen["unix socket, before the filter"] = _outcome(lambda: socket.socket(socket.AF_UNIX).close())
+        go.wait()  # the filter is in place now: the same thread tries again
+        seen["unix socket"] = _outcome(lambda: socket.socket(socket.AF_UNIX).close())
+        seen["udp socket"] = _outcome(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
+        seen["write outside"] = _outcome(lambda: outside.write_text("x"))
+        stop.set()
+
+    threads: list[threading.Thread] = []
+
+    def start() -> None:
+        threads.append(threading.Thread(target=helper, daemon=True))
+        threads[0].start()
+        while "unix socket, before the filter" not in seen:
+            time.sleep(0.01)
+
+    def attack() -> dict[str, Any]:
+        go.set()
+        stop.wait(10)
+        threads[0].join(10)
+        own = _outcome(lambda: socket.socket(socket.AF_UNIX).close())
+        return {**seen, "main thread unix socket": own}
+
+    report = _in_sandbox([tmp_path], attack, before_filter=start)
+    assert report.get("seccomp") == "on", report
+    assert report["unix socket, before the filter"] == "done", report
+    assert report["unix socket"] == "PermissionError", report
+    assert report["udp socket"] == "PermissionError", report
+    assert report["main thread unix socket"] == "PermissionError", report
+    assert report["write outside"] == "PermissionError", report
+    assert not outside.exists()
+
+
+@needs_seccomp
+def test_a_failing_before_filter_is_a_sandbox_error(tmp_path: Path) -> None:
+    def boom() -> None:
+        raise RuntimeError("no driver")
+
+    report = _in_sandbox([tmp_path], lambda: {}, before_filter=boom)
+    assert report == {"error": "SandboxError: before the seccomp filter: RuntimeError: no driver"}
+
+
+def test_the_gpu_runtime_is_started_only_where_a_driver_is_and_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(sandbox.GPU_RUNTIME_VARIABLE, "0")
+    assert sandbox.start_gpu_runtime() == "skipped: XAIBENCH_SANDBOX_CUDA=0"
+    monkeypatch.delenv(sandbox.GPU_RUNTIME_VARIABLE)
+    exists = os.path.exists
+    monkeypatch.setattr(sandbox.os.path, "exists", lambda p: False if p == "/dev/nvidiactl" else exists(p))
+    assert sandbox.start_gpu_runtime() == "skipped: no NVIDIA driver"
+    monkeypatch.setattr(sandbox.os.path, "exists", lambda p: True if p == "/dev/nvidiactl" else exists(p))
+    import torch
+
+    if torch.cuda.is_available():
+        assert sandbox.start_gpu_runtime() == "started"
+    else:
+        assert sandbox.start_gpu_runtime() == "skipped: torch sees no CUDA device"
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        assert sandbox.start_gpu_runtime().startswith("failed: "), "a driver that cannot start is said, not raised"

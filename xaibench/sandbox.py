@@ -33,6 +33,9 @@ dependency), and handles every access right the kernel's Landlock ABI offers:
   see); no ``io_uring`` (it would run all of these without the syscalls); no ``setrlimit``
   (root could raise the limits below again). Where the kernel or the architecture has no seccomp filter, the rest still
   applies and :attr:`Entered.seccomp` says why.
+  The CUDA driver cannot start under this filter (error 304, measured on an H200), so a worker
+  starts it after Landlock and before the filter (:func:`start_gpu_runtime` as ``before_filter``);
+  the filter is then applied to every thread of the process, the driver's too.
 - **Limits** (``setrlimit``, :func:`default_limits`, ``XAIBENCH_SANDBOX_LIMITS``): address space,
   processes (and threads) and open files.
 
@@ -59,7 +62,7 @@ import struct
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +71,7 @@ OFF_VARIABLE = "XAIBENCH_SANDBOX"  # "0": workers run without the sandbox (for d
 WRITABLE_VARIABLE = "XAIBENCH_SANDBOX_WRITABLE"  # more folders workers may write, os.pathsep-separated
 HIDDEN_VARIABLE = "XAIBENCH_SANDBOX_HIDDEN"  # files and folders workers may not read, os.pathsep-separated
 LIMITS_VARIABLE = "XAIBENCH_SANDBOX_LIMITS"  # "address_space=32G,processes=1024,open_files=4096" ("off": none)
+GPU_RUNTIME_VARIABLE = "XAIBENCH_SANDBOX_CUDA"  # "0": workers do not start CUDA before the seccomp filter
 KEY_NAME = ".key"  # an integrity key's file name (xaibench.integrity.KEY_NAME; this module imports no xaibench)
 
 # Syscall numbers: the same on x86-64 and aarch64 (and every other architecture since 5.13).
@@ -472,6 +476,8 @@ SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_SET_MODE_FILTER_OP = 1  # seccomp(2)'s operation
+SECCOMP_FILTER_FLAG_TSYNC = 1  # the filter applies to every thread of the process
 MSG_FASTOPEN = 0x20000000
 X32_SYSCALL_BIT = 0x40000000
 # (audit architecture, syscall numbers) of the architectures the filter knows
@@ -490,6 +496,7 @@ SECCOMP_ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "seccomp": 317,
         },
     ),
     "aarch64": (
@@ -506,6 +513,7 @@ SECCOMP_ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "seccomp": 277,
         },
     ),
 }
@@ -618,18 +626,32 @@ class _SockFprog(ctypes.Structure):
 
 
 def _install_seccomp(libc: ctypes.CDLL, tcp: bool) -> str:
-    """Load the seccomp filter (no_new_privs is set); ``"on"``, else ``"unavailable: <why>"``."""
+    """Load the seccomp filter (no_new_privs is set) on every thread of the process (``TSYNC``:
+    threads started since Landlock confined the process, e.g. the CUDA runtime's, are filtered
+    too); ``"on"``, else ``"unavailable: <why>"``. :class:`SandboxError` when a thread could not
+    be given the filter (the process must not run plugin code then)."""
     status = seccomp_status()
     if status != "seccomp":
         return status
-    program = _seccomp_program(_machine(), tcp)
+    machine = _machine()
+    program = _seccomp_program(machine, tcp)
     buffer = ctypes.create_string_buffer(program, len(program))
     prog = _SockFprog(len=len(program) // 8, filter=ctypes.cast(buffer, ctypes.c_void_p).value)
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+    number = SECCOMP_ARCHES[machine][1]["seccomp"]
+    result = libc.syscall(number, SECCOMP_SET_MODE_FILTER_OP, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(prog))
+    if result > 0:
+        raise SandboxError(f"the seccomp filter could not be applied to thread {result}")
+    if result == 0:
+        return "on"
+    code = ctypes.get_errno()
+    if code == errno.ENOSYS and _threads() == 1:  # a kernel before 3.17: no seccomp(2), one thread
+        if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0:
+            return "on"
         code = ctypes.get_errno()
-        why = {errno.EINVAL: "kernel without seccomp filters"}.get(code, os.strerror(code))
-        return f"unavailable: {why}"
-    return "on"
+    why = {errno.EINVAL: "kernel without seccomp filters"}.get(code, os.strerror(code))
+    if _threads() > 1:  # threads started after Landlock would stay unfiltered
+        raise SandboxError(f"the seccomp filter could not be applied to every thread: {why}")
+    return f"unavailable: {why}"
 
 
 # --------------------------------------------------------------------------- entering
@@ -661,12 +683,16 @@ def enter_sandbox(
     tcp_ports: Iterable[int] = (),
     hidden: Iterable[Path | str] | None = None,
     limits: Mapping[str, int | None] | None = None,
+    before_filter: Callable[[], object] | None = None,
 ) -> Entered:
     """Restrict this process for good (see the module doc): read everywhere but ``hidden``
     (:func:`default_hidden` when ``None``) and other processes' ``/proc`` entries, write only
     beneath ``writable`` (paths that do not exist are skipped; a hidden path beneath one is
     readable), TCP only to or on ``tcp_ports``, no signal or abstract unix socket outside the
     sandbox, no other socket, under ``limits`` (:func:`default_limits` when ``None``).
+    ``before_filter`` runs once Landlock confines the process and before the seccomp filter (which
+    then applies to every thread it started): for trusted start-up code that needs a syscall the
+    filter refuses (:func:`start_gpu_runtime`); an exception from it is a :class:`SandboxError`.
     :class:`SandboxError` when Landlock is missing or a step fails (the process is then partly
     restricted at most: it should exit rather than run plugin code). Returns what was applied
     (also in :data:`ENTERED`)."""
@@ -707,6 +733,11 @@ def enter_sandbox(
     _SCOPED.clear()
     if scoped & SCOPE_SIGNAL and _signals_scoped():
         _SCOPED["pid"] = os.getpid()
+    if before_filter is not None:
+        try:
+            before_filter()
+        except Exception as exc:  # noqa: BLE001 - said as the sandbox's failure: the process exits
+            raise SandboxError(f"before the seccomp filter: {type(exc).__name__}: {exc}") from None
     seccomp = _install_seccomp(libc, tcp=bool(tcp_ports))
     ENTERED = Entered(abi=abi, seccomp=seccomp, limits=applied, hidden=tuple(hide))
     return ENTERED
@@ -798,6 +829,32 @@ def worker_writable(scratch: Path) -> list[Path]:
     extra = os.environ.get(WRITABLE_VARIABLE, "")
     paths += [Path(p) for p in extra.split(os.pathsep) if p]
     return paths
+
+
+def start_gpu_runtime() -> str:
+    """Start the CUDA runtime in this process (a worker's :func:`enter_sandbox` ``before_filter``),
+    where an NVIDIA driver is present (``/dev/nvidiactl``) and torch has CUDA: ``cuInit`` and the
+    current device's primary context. The CUDA driver fails with error 304
+    (``cudaErrorOperatingSystem``) when it starts under the seccomp filter (measured on an H200:
+    every sandboxed worker of a ``--device cuda`` run, and Landlock alone let it start; see
+    docs/gpu.md); started before the filter, its threads are confined by Landlock and then by the
+    filter like the rest of the worker. Costs one CUDA context per worker on a GPU machine;
+    ``XAIBENCH_SANDBOX_CUDA=0`` skips it (a CUDA run's workers then fail). Returns what it did
+    (``"started"``, ``"skipped: <why>"``, ``"failed: <error>"``); never raises: a worker that
+    cannot start CUDA says so in the records of the tasks that need it."""
+    if os.environ.get(GPU_RUNTIME_VARIABLE, "1").strip().lower() in ("0", "off", "no", "false"):
+        return f"skipped: {GPU_RUNTIME_VARIABLE}=0"
+    if not os.path.exists("/dev/nvidiactl"):
+        return "skipped: no NVIDIA driver"
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "skipped: torch sees no CUDA device"
+        torch.empty(1, device=torch.device("cuda", torch.cuda.current_device()))
+    except Exception as exc:  # noqa: BLE001 - the tasks that need CUDA report it
+        return f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+    return "started"
 
 
 def silence_inherited_files(keep: Iterable[int] = ()) -> list[int]:

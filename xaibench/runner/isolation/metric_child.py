@@ -34,6 +34,7 @@ from xaibench.sandbox import (
     enter_sandbox,
     sandbox_enabled,
     sandbox_status,
+    start_gpu_runtime,
     worker_writable,
 )
 
@@ -70,7 +71,7 @@ def _sandbox(scratch: str) -> None:
     if not sandbox_enabled() or not sandbox_status().startswith("landlock"):
         return  # off, or no Landlock on this system (said once at the run's start, as for workers)
     try:
-        enter_sandbox(worker_writable(Path(scratch)), tcp_ports=())
+        enter_sandbox(worker_writable(Path(scratch)), tcp_ports=(), before_filter=start_gpu_runtime)
     except (SandboxError, OSError) as exc:
         with contextlib.suppress(Exception):
             print(f"cannot enter the sandbox: {exc} (set {OFF_VARIABLE}=0 to run without)", file=sys.stderr)

@@ -82,7 +82,9 @@ def _enter_sandbox(scratch: str, fd: int) -> None:
     sandbox = _sandbox_module()
     try:
         sandbox.silence_inherited_files(keep=[fd])
-        sandbox.enter_sandbox(sandbox.worker_writable(Path(scratch)), tcp_ports=())
+        sandbox.enter_sandbox(
+            sandbox.worker_writable(Path(scratch)), tcp_ports=(), before_filter=sandbox.start_gpu_runtime
+        )
     except (sandbox.SandboxError, OSError) as exc:
         with contextlib.suppress(Exception):
             print(

@@ -105,6 +105,7 @@ from xaibench.sandbox import (
     sandbox_enabled,
     sandbox_status,
     silence_inherited_files,
+    start_gpu_runtime,
     worker_writable,
 )
 
@@ -146,7 +147,7 @@ def _enter_sandbox(scratch: str, conn: Connection) -> None:
     tempfile.tempdir = scratch
     try:
         silence_inherited_files(keep=[conn.fileno()])
-        enter_sandbox(worker_writable(Path(scratch)), tcp_ports=())
+        enter_sandbox(worker_writable(Path(scratch)), tcp_ports=(), before_filter=start_gpu_runtime)
     except (SandboxError, OSError) as exc:
         with contextlib.suppress(Exception):
             print(
