@@ -22,6 +22,10 @@ Family = Literal["alignment", "faithfulness", "robustness", "ground_truth", "per
 """Every metric family, in display order; what the board does with each is one row of
 :data:`xaibench.families.POLICIES`."""
 ExplanationKind = Literal["saliency", "concept"]
+Modality = Literal["image", "text"]
+MODALITIES: tuple[str, ...] = ("image", "text")
+"""What a sample can be (DESIGN 12): an image (an explanation or a mask is H x W) or a token
+sequence (one value per token)."""
 
 T = TypeVar("T")
 
@@ -103,6 +107,7 @@ class ComponentInfo:
     distribution: str
     distribution_version: str
     plugin: str
+    modalities: tuple[str, ...] = ("image",)
 
 
 class Component:
@@ -111,6 +116,11 @@ class Component:
     ``needs`` lists requirements: for explainers ``gradients``,
     ``target_layer`` or ``model_agnostic``; for metrics ``mask``, ``levels``,
     ``model``; for datasets ``data_root``.
+
+    ``modalities`` (:data:`MODALITIES`, DESIGN 12): for a dataset the one its samples have, for a
+    model the one it takes, for an explainer or a metric those it can explain or score. On a track
+    of another modality an explainer's or a metric's records are n/a with the reason
+    :func:`modality_reason`, said once per track.
     """
 
     name: ClassVar[str] = ""
@@ -118,6 +128,12 @@ class Component:
     description: ClassVar[str] = ""
     licence: ClassVar[str] = "unknown"
     needs: ClassVar[tuple[str, ...]] = ()
+    modalities: ClassVar[tuple[str, ...]] = ("image",)
+
+
+def modality_reason(kind: str, name: str, modalities: Sequence[str], modality: str) -> str:
+    """The n/a reason of an explainer or metric that does not support a track's ``modality``."""
+    return f"modality: {kind} {name} supports {', '.join(modalities)}, not {modality}"
 
 
 class Parametrised(Component):

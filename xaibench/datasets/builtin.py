@@ -10,6 +10,7 @@ from xaibench.datasets.photos import PhotosDataset
 from xaibench.datasets.real.coco import CocoDataset
 from xaibench.datasets.real.human_attention import HumanAttentionDataset
 from xaibench.datasets.real.mohseni import MohseniDataset
+from xaibench.datasets.real.mohseni_text import MohseniTextDataset
 from xaibench.datasets.real.pets import OxfordPetsDataset
 from xaibench.datasets.real.saliency_bench import SaliencyBenchDataset
 from xaibench.datasets.real.voc import VOC2012SegDataset
@@ -24,6 +25,7 @@ DATASETS: list[type[Dataset]] = [
     HFDataset,
     HumanAttentionDataset,
     MohseniDataset,
+    MohseniTextDataset,
     VOC2012SegDataset,
     OxfordPetsDataset,
     CocoDataset,

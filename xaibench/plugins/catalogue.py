@@ -52,8 +52,8 @@ from xaibench.errors import XaibenchError
 from xaibench.params import Param
 from xaibench.version import __version__
 
-FORMAT = 6  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too;
-# 4: a metric's value_range; 5: a metric's scores_constant_maps; 6: a metric's cost
+FORMAT = 7  # 2: datasets described as data (stand-ins), with their main parameter; 3: models and encoders too;
+# 4: a metric's value_range; 5: a metric's scores_constant_maps; 6: a metric's cost; 7: every component's modalities
 TIMEOUT_VARIABLE = "XAIBENCH_PLUGIN_TIMEOUT"  # seconds a distribution's probe may take (default 120)
 DEFAULT_TIMEOUT = 120.0
 MAX_DESCRIPTION_BYTES = 8 << 20
@@ -63,7 +63,7 @@ TERM_SECONDS = 5.0  # how long a probe told to end (SIGTERM) has to kill what is
 
 # The class attributes a stand-in carries, by kind (those of ``xaibench.api``'s base classes that
 # the runner reads; all of them are data).
-COMMON = ("name", "version", "description", "licence", "needs")
+COMMON = ("name", "version", "description", "licence", "needs", "modalities")
 PARAMETRISED = ("default_params", "param_specs", "component_kind")
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "explainer": COMMON + PARAMETRISED + ("kind", "reference_only", "tuned_on_benchmark"),
@@ -83,7 +83,7 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "suite": COMMON,
     "dataset": (*COMMON, "synthetic", "source"),
     "model": (*COMMON, "synthetic"),
-    "encoder": COMMON + PARAMETRISED + ("modalities",),
+    "encoder": COMMON + PARAMETRISED,
 }
 COST_FIELDS = ("forward_passes", "explanations", "shared")
 """The fields of a :class:`~xaibench.api.MetricCost`, as a stand-in carries them."""

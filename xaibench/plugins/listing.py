@@ -43,13 +43,14 @@ def component_rows(registry: Registry, kind: str) -> list[dict[str, Any]]:
             "description": info.description,
             "licence": info.licence,
             "needs": list(info.needs),
+            "modalities": list(info.modalities),
         }
         if kind == "metric":
             row.update(family=cls.family, direction=cls.direction, ranking=cls.ranking, cost=cost_data(cls.cost))
         if kind == "explainer":
             row.update(kind=cls.kind, default_params=dict(cls.default_params), reference_only=cls.reference_only)
         if kind == "encoder":
-            row.update(modalities=list(cls.modalities), default_params=dict(cls.default_params))
+            row.update(default_params=dict(cls.default_params))
         if kind == "suite":
             try:
                 suite = cls()

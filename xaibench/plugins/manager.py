@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from xaibench.api import (
+    MODALITIES,
     Component,
     ComponentInfo,
     Dataset,
@@ -366,6 +367,7 @@ class Registry:
                 raise RegistrationError(f"{status.name}: {kind} {cls.name!r} has the version {_shown(cls.version)}")
             if kind == "metric":
                 _check_metric(cls, status.name)  # type: ignore[arg-type]
+            _check_modalities(cls, kind, status.name)
             info = ComponentInfo(
                 name=cls.name,
                 kind=kind,
@@ -376,6 +378,7 @@ class Registry:
                 distribution=dist[0],
                 distribution_version=dist[1],
                 plugin=status.name,
+                modalities=tuple(cls.modalities),
             )
             existing = self._entries[kind].get(cls.name)
             if existing is not None and existing.cls is not cls:  # the first holder keeps it; one line
@@ -458,6 +461,25 @@ def remote_distribution(component: type[Component] | Component) -> str | None:
     cls = component if isinstance(component, type) else type(component)
     value = getattr(cls, "remote_distribution", None)
     return value if isinstance(value, str) else None
+
+
+def _check_modalities(cls: type[Component], kind: str, plugin: str) -> None:
+    """A component's ``modalities``: a non-empty tuple of :data:`~xaibench.api.MODALITIES`, one
+    only for a dataset or a model (the modality its samples have, or it takes)."""
+    given = getattr(cls, "modalities", None)
+    single = kind in ("dataset", "model")
+    if (
+        not isinstance(given, tuple)
+        or not given
+        or any(m not in MODALITIES for m in given)
+        or len(set(given)) != len(given)
+        or (single and len(given) != 1)
+    ):
+        what = "one of" if single else "a tuple of distinct values from"
+        raise RegistrationError(
+            f"{plugin}: {kind} {cls.name!r} has modalities {_shown(given)}; use {what} {MODALITIES}"
+            + (" (as a one-element tuple)" if single else "")
+        )
 
 
 def _check_metric(cls: type[Metric], plugin: str) -> None:

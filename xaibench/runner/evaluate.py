@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from xaibench.api import Explainer, Metric, MetricInput, MetricOutput
+from xaibench.api import Explainer, Metric, MetricInput, MetricOutput, modality_reason
 from xaibench.kit import CONSTANT_MAP
 from xaibench.plugins.manager import remote_distribution
 from xaibench.runner.isolation.metric_worker import MetricWorkers, checked_output
-from xaibench.runner.track import TrackContext
+from xaibench.runner.track import TrackContext, supports
 from xaibench.seeds import derive_seed
 
 Explanation = np.ndarray | dict[str, float]
@@ -123,6 +123,18 @@ def _score_track(
     want = wanted or (lambda metric, sample_id: True)
     index = track.sample_index()
     ids = [s.id for s in track.samples]
+    modality = track.modality
+    unsupported = [m for m in metrics if not supports(m, modality)]
+    if unsupported:  # n/a on every sample (a failed explanation's reason first; DESIGN 12)
+        scores = [
+            SampleScore(m, sid, None, failures.get(sid) or modality_reason("metric", m.name, m.modalities, modality))
+            for m in unsupported
+            for sid in ids
+            if want(m, sid)
+        ]
+        if scores:
+            yield scores
+        metrics = [m for m in metrics if supports(m, modality)]
     failed = [sid for sid in ids if sid in failures]
     size = _map_size(track, explanations)
     constant = _constant_maps(failed, failures, kind) if size is not None else []

@@ -404,6 +404,7 @@ class ExplainerHandle:
     timeout: float | None = None
     error: str | None = None
     model: ModelSpec | None = None
+    modalities: tuple[str, ...] = ("image",)
 
     @property
     def spec(self) -> ExplainerSpec:
@@ -498,6 +499,7 @@ def explainer_handles(
             params=dict(detail) if error is None else resolved,
             reference_only=bool(cls.reference_only),
             tuned_on_benchmark=bool(cls.tuned_on_benchmark),
+            modalities=tuple(getattr(cls, "modalities", ("image",))),
             executor=executor,
             timeout=timeout,
             error=error,

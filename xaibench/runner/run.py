@@ -23,7 +23,7 @@ import torch
 from rich.markup import escape
 
 from xaibench.allocator import tune_allocator
-from xaibench.api import Explainer, Metric, TrackSpec
+from xaibench.api import Explainer, Metric, TrackSpec, modality_reason
 from xaibench.errors import XaibenchError
 from xaibench.files import remove_leftovers, write_json_atomic
 from xaibench.plugins.manager import Registry
@@ -58,7 +58,7 @@ from xaibench.runner.records import (
 )
 from xaibench.runner.storage.cache import ExplanationCache
 from xaibench.runner.storage.store import RecordStore, WorkdirLock, track_journal
-from xaibench.runner.track import TrackContext, load_track
+from xaibench.runner.track import TrackContext, load_track, supports
 from xaibench.sandbox import HIDDEN_VARIABLE, WORKDIR_KEYS, hide
 from xaibench.stats import INTERVAL_RULE, summarise
 from xaibench.suites.metric_selection import check_selectors, resolve_metrics, track_has_masks
@@ -370,6 +370,9 @@ class Runner:
             out["unverified_records"] = store.unverified
             self.progress.log(f"[yellow]{escape(unverified_line(store.path, store.unverified))}")
         states = {name: self.start(track, explainer, metrics, store) for name, explainer in self.explainers.items()}
+        if line := modality_line(track, states.values(), metrics):
+            self.progress.log(f"[yellow]{escape(line)}")
+            out["modality_na"] = line
         self.announce_estimate(track, states.values())
         for name, state in states.items():
             out["explainers"][name] = self.run_one(state)
@@ -417,8 +420,15 @@ class Runner:
         return self.summarise(state)
 
     def explain(self, state: ExplainerRun, only: set[str]) -> Explanations:
-        """Explanations of the samples ``only`` (cached, batched, guarded); kept in ``state``."""
+        """Explanations of the samples ``only`` (cached, batched, guarded); kept in ``state``. An
+        explainer that does not support the track's modality explains nothing: each sample is n/a
+        with :func:`~xaibench.api.modality_reason`."""
         config = self.config
+        modality = state.track.modality
+        if not supports(state.explainer, modality):
+            reason = modality_reason("explainer", state.explainer.name, state.explainer.modalities, modality)
+            state.explanations = Explanations(failures=dict.fromkeys(sorted(only), reason))
+            return state.explanations
         task = self.progress.add(f"{state.label}: explain", total=len(only))
         state.explanations = explain_track(
             state.track,
@@ -506,6 +516,19 @@ class Runner:
             },
             "metrics": metric_summaries,
         }
+
+
+def modality_line(track: TrackContext, states: Iterable[ExplainerRun], metrics: Sequence[Metric]) -> str | None:
+    """One line naming the explainers and metrics of ``track`` that do not support its modality
+    (their records are n/a, each with its reason); ``None`` when all do."""
+    modality = track.modality
+    explainers = [s.explainer.name for s in states if not supports(s.explainer, modality)]
+    scorers = [m.name for m in metrics if not supports(m, modality)]
+    if not explainers and not scorers:
+        return None
+    parts = [f"explainers {', '.join(explainers)}"] if explainers else []
+    parts += [f"metrics {', '.join(scorers)}"] if scorers else []
+    return f"track {track.spec.name} ({modality}): n/a for {' and '.join(parts)}: they do not support {modality}"
 
 
 def run(config: RunConfig, registry: Registry) -> RunResult:

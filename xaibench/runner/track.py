@@ -46,9 +46,34 @@ class TrackContext:
         return {s.id: i for i, s in enumerate(self.samples)}
 
     @property
+    def modality(self) -> str:
+        """What the track's samples are (``"image"`` or ``"text"``): its dataset's modality."""
+        return track_modality(self.dataset)
+
+    @property
     def input_size(self) -> tuple[int, int] | None:
         """``(H, W)`` of the model inputs, which every saliency map of a run has; ``None`` without a model."""
         return None if self.inputs is None else (int(self.inputs.shape[-2]), int(self.inputs.shape[-1]))
+
+
+def track_modality(dataset: Dataset) -> str:
+    """The modality of ``dataset``'s samples (its declared ``modalities``' one entry)."""
+    return str(next(iter(getattr(dataset, "modalities", ("image",)))))
+
+
+def supports(component: Any, modality: str) -> bool:
+    """Whether an explainer, a metric or a model (an instance, a stand-in or a handle) declares ``modality``."""
+    return modality in tuple(getattr(component, "modalities", ("image",)))
+
+
+def check_modalities(spec: TrackSpec, dataset: Dataset, model: Model | None) -> None:
+    """A model that does not take its dataset's modality is a track error (one line naming both)."""
+    modality = track_modality(dataset)
+    if model is not None and not supports(model, modality):
+        takes = ", ".join(tuple(getattr(model, "modalities", ("image",))))
+        raise XaibenchError(
+            f"track {spec.name!r}: model {spec.model!r} takes {takes}, but dataset {spec.dataset!r} gives {modality}"
+        )
 
 
 def load_track(
@@ -115,6 +140,7 @@ def build_track(
     samples = list(samples)
     if not samples:
         raise XaibenchError(f"track {spec.name!r}: dataset {spec.dataset!r} yielded no samples")
+    check_modalities(spec, dataset, model)
     device = torch.device(device)
     inputs: torch.Tensor | None = None
     forward: ForwardCounter | None = None
