@@ -101,8 +101,9 @@ def curve_chart(
     ordered = sorted(series, key=lambda s: s.main)
     for s in ordered:
         if s.low is not None and s.high is not None:
-            upper = _points(s.x, s.high, sx, sy)
-            lower = _points(list(reversed(s.x)), list(reversed(s.low)), sx, sy)
+            # a band's outline at a tenth of a pixel (the line itself keeps two decimals)
+            upper = _points1(s.x, s.high, sx, sy)
+            lower = _points1(list(reversed(s.x)), list(reversed(s.low)), sx, sy)
             band = "band" if s.main else "band other"
             title = f"{escape(s.label)}: {escape(s.band_label)}"
             parts.append(f'<polygon class="{band}" points="{upper} {lower}"><title>{title}</title></polygon>')
