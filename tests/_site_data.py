@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from xaibench.pasta.render import render_overlay
-from xaibench.publish.examples import png_bytes
+from xaibench.publish.examples import jpeg_bytes
 from xaibench.seeds import derive_seed
 from xaibench.stats import bootstrap_ci
 
@@ -165,7 +165,7 @@ def _metric(metric: str, mean: float | None, n_na: int, *, label: str, swing: bo
 
 
 def submission(name: str, folder: Path, *, examples: bool = True) -> dict[str, Any]:
-    """One synthetic submission (and its overlay PNGs under ``folder/assets``)."""
+    """One synthetic submission (and its overlay JPEGs under ``folder/assets``)."""
     evil = name == "evil"
     shown = EVIL_NAME if evil else name
     params = {"strength": 1, "label": EVIL_PARAM} if evil else {"strength": 1}
@@ -198,8 +198,8 @@ def submission(name: str, folder: Path, *, examples: bool = True) -> dict[str, A
             items = []
             for k in range(2):
                 sample = EVIL_SAMPLE if evil and k == 0 else f"{track}-{k:04d}"
-                data = png_bytes(render_overlay(rng.random((24, 24, 3)), rng.random((24, 24)), size=48))
-                rel = f"assets/{name}@abc/{track}/{k}-s{k}.png"
+                data = jpeg_bytes(render_overlay(rng.random((24, 24, 3)), rng.random((24, 24)), size=48))
+                rel = f"assets/{name}@abc/{track}/{k}-s{k}.jpg"
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
                 (folder / rel).write_bytes(data)
                 items.append(
@@ -208,7 +208,7 @@ def submission(name: str, folder: Path, *, examples: bool = True) -> dict[str, A
                         "target": k,
                         "target_name": EVIL_PARAM if evil else f"class {k}",
                         "render": "xaibench-jet-overlay/1",
-                        "png": rel,
+                        "jpeg": rel,
                         "sha256": hashlib.sha256(data).hexdigest(),
                     }
                 )

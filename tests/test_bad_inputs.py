@@ -189,7 +189,7 @@ def test_a_write_that_fails_mid_run_names_the_file_and_keeps_the_results(
     shutil.copy(VALID, subs / "gradient.json")  # this run would replace it
     before = _snapshot(subs)
 
-    def refuse(path: Path, data: object) -> None:
+    def refuse(path: Path, data: object, **options: object) -> None:
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
 
     monkeypatch.setattr(submission_module, "write_json_atomic", refuse)

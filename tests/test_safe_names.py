@@ -140,12 +140,12 @@ def test_overlays_of_odd_tracks_and_sample_ids_get_files_of_their_own(tmp_path: 
     ids = ["../../../../escaped", "/abs/sample", "a/b", "shapes-test-0001"]
     sets = [_example_set("x/y", ids, 1), _example_set("x_y", ids, 2), _example_set("../..", ids, 3)]
     entries = [render_examples(s, subs) for s in sets]
-    pngs = [e["png"] for es in entries for e in es]
-    assert len(set(pngs)) == len(pngs) == 12  # tracks x/y and x_y once shared a folder (one overwrote the other)
-    assert entries[1][3]["png"] == "assets/gradient@0123abcd/x_y/3-shapes-test-0001.png"  # plain names: as before
+    files = [e["jpeg"] for es in entries for e in es]
+    assert len(set(files)) == len(files) == 12  # tracks x/y and x_y once shared a folder (one overwrote the other)
+    assert entries[1][3]["jpeg"] == "assets/gradient@0123abcd/x_y/3-shapes-test-0001.jpg"  # plain names: as is
     for entry in (e for es in entries for e in es):
-        path = (subs / entry["png"]).resolve()
-        assert path.is_relative_to(subs / "assets") and all(FILE_NAME.fullmatch(p) for p in entry["png"].split("/"))
+        path = (subs / entry["jpeg"]).resolve()
+        assert path.is_relative_to(subs / "assets") and all(FILE_NAME.fullmatch(p) for p in entry["jpeg"].split("/"))
         assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]  # each file is its own entry's
     assert all(p.is_relative_to(subs) for p in tmp_path.rglob("*") if p.is_file())
 

@@ -136,14 +136,14 @@ def test_site_folder_is_replaced_only_when_it_is_a_site(tmp_path: Path) -> None:
 def test_invalid_or_tampered_submissions_stop_the_build_with_the_line(tmp_path: Path) -> None:
     subs = write_submissions(tmp_path / "subs", ("alpha", "beta", "gamma"))
     data = json.loads((subs / "beta.json").read_text())
-    png = subs / data["tracks"]["synth-a"]["examples"][0]["png"]
-    png.write_bytes(png.read_bytes() + b"x")
+    overlay = subs / data["tracks"]["synth-a"]["examples"][0]["jpeg"]
+    overlay.write_bytes(overlay.read_bytes() + b"x")
     with pytest.raises(XaibenchError, match=r"beta\.json:\d+:\d+: the overlay file's sha256 differs"):
         build_site(subs, tmp_path / "site")
     # Without validation the builder still refuses to show a file it cannot verify, or one outside assets/.
-    outside = tmp_path / "outside.png"
-    outside.write_bytes(png.read_bytes())
-    data["tracks"]["synth-a"]["examples"][1]["png"] = "assets/../../outside.png"
+    outside = tmp_path / "outside.jpg"
+    outside.write_bytes(overlay.read_bytes())
+    data["tracks"]["synth-a"]["examples"][1]["jpeg"] = "assets/../../outside.jpg"
     data["tracks"]["synth-a"]["examples"][1]["sha256"] = hashlib.sha256(outside.read_bytes()).hexdigest()
     (subs / "beta.json").write_text(json.dumps(data))
     build_site(subs, tmp_path / "site", validate=False)

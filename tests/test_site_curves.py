@@ -54,3 +54,12 @@ def test_a_page_grows_linearly_with_the_board() -> None:
         return len(str(curves(subs["x0"], "t", subs)[0]["svg"]))
 
     assert size(40) == size(20)  # the summarised chart holds one grey line and one band at any size
+
+
+def test_a_histogram_is_one_path_with_its_bins_in_one_tooltip() -> None:
+    """Bars of counts 1, 0, 3, 2 over [0, 1] in a 180 x 40 chart (plot height 22, peak 3): the
+    empty bin draws nothing, each bar is 44.5 px wide (45 less a 0.5 px gap)."""
+    svg = str(charts.histogram_chart([0, 0.25, 0.5, 0.75, 1], [1, 0, 3, 2], title="t", mean=0.5))
+    assert svg.count("<path") == 1 and "<rect" not in svg
+    assert 'd="M0 18.67h44.5v7.33h-44.5zM90 4h44.5v22h-44.5zM135 11.33h44.5v14.67h-44.5z"' in svg
+    assert "<title>[0, 0.25): 1; [0.5, 0.75): 3; [0.75, 1): 2</title>" in svg

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import io
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from click.testing import CliRunner
 
 from xaibench.api import Explainer, TrackSpec
 from xaibench.cli import cli
+from xaibench.files import dumps_readable
 from xaibench.plugins import manager
 from xaibench.publish.board import build_leaderboard
 from xaibench.publish.leaderboard import REFERENCE_STATUS
@@ -242,18 +246,143 @@ def test_consistency_errors_interval_counts_disclosure(valid: dict[str, Any]) ->
 def test_overlay_files_are_checked_path_signature_and_digest(tmp_path: Path, valid: dict[str, Any]) -> None:
     data = copy.deepcopy(valid)
     examples = data["tracks"]["synth-a"]["examples"]
-    (tmp_path / examples[0]["png"]).write_bytes(b"\x89PNG\r\n\x1a\n tampered")
-    examples[1]["png"] = "assets/alpha@abc/synth-a/missing.png"
+    (tmp_path / examples[0]["jpeg"]).write_bytes(b"\xff\xd8\xff tampered")
+    examples[1]["jpeg"] = "assets/alpha@abc/synth-a/missing.jpg"
     path = tmp_path / "alpha.json"
     path.write_text(_text(data), encoding="utf-8")
     issues = {i.pointer: i.message for i in validate_file(path)}
-    assert "sha256 differs" in issues["/tracks/synth-a/examples/0/png"]
-    assert "not found" in issues["/tracks/synth-a/examples/1/png"]
+    assert "sha256 differs" in issues["/tracks/synth-a/examples/0/jpeg"]
+    assert "not found" in issues["/tracks/synth-a/examples/1/jpeg"]
     assert len(issues) == 2
-    data["tracks"]["synth-b"]["examples"][0]["png"] = "assets/../../etc/passwd.png"
+    data["tracks"]["synth-b"]["examples"][0]["jpeg"] = "assets/../../etc/passwd.jpg"
     path.write_text(_text(data), encoding="utf-8")
     issues = {i.pointer: i.message for i in validate_file(path)}
-    assert "pattern" in issues["/tracks/synth-b/examples/0/png"]
+    assert "pattern" in issues["/tracks/synth-b/examples/0/jpeg"]
+
+
+def _as_png_entry(example: dict[str, Any], folder: Path) -> None:
+    """Turn a ``jpeg`` example entry into one as older submissions wrote it: a PNG file, ``png``."""
+    from PIL import Image
+
+    jpg = folder / example.pop("jpeg")
+    buf = io.BytesIO()
+    Image.open(jpg).save(buf, format="PNG")
+    png = jpg.with_suffix(".png")
+    png.write_bytes(buf.getvalue())
+    example["png"] = png.relative_to(folder).as_posix()
+    example["sha256"] = hashlib.sha256(png.read_bytes()).hexdigest()
+
+
+def test_an_older_png_overlay_still_validates_and_is_shown(tmp_path: Path, valid: dict[str, Any]) -> None:
+    data = copy.deepcopy(valid)
+    _as_png_entry(data["tracks"]["synth-a"]["examples"][0], tmp_path)
+    path = tmp_path / "alpha.json"
+    path.write_text(_text(data), encoding="utf-8")
+    assert validate_file(path) == []
+    pages = build_site(tmp_path, tmp_path / "site")
+    page = next(p for p in pages if p.name == "alpha.html").read_text(encoding="utf-8")
+    shown = re.findall(r'<img src="\.\./(assets/overlays/[0-9a-f]{24}\.(?:jpg|png))"', page)
+    assert len(shown) == 4 and sum(s.endswith(".png") for s in shown) == 1
+    assert all((tmp_path / "site" / s).is_file() for s in shown)
+    # a PNG file under a png key that is not a PNG is refused, as before
+    (tmp_path / data["tracks"]["synth-a"]["examples"][0]["png"]).write_bytes(b"\xff\xd8\xff not a png")
+    [issue] = validate_file(path)
+    assert issue.pointer == "/tracks/synth-a/examples/0/png" and issue.message == "the overlay file is not a PNG"
+
+
+def test_a_jpeg_overlay_with_a_wrong_signature_or_digest_is_one_line(tmp_path: Path, valid: dict[str, Any]) -> None:
+    data = copy.deepcopy(valid)
+    path = tmp_path / "alpha.json"
+    path.write_text(_text(data), encoding="utf-8")
+    overlay = tmp_path / data["tracks"]["synth-a"]["examples"][0]["jpeg"]
+    good = overlay.read_bytes()
+    overlay.write_bytes(good + b"x")  # the digest no longer matches
+    [issue] = validate_file(path)
+    assert issue.pointer == "/tracks/synth-a/examples/0/jpeg" and "\n" not in str(issue)
+    assert issue.message == "the overlay file's sha256 differs from the recorded one"
+    png = b"\x89PNG\r\n\x1a\n" + good[3:]  # not a JPEG, whatever its name, even with the digest recorded
+    overlay.write_bytes(png)
+    data["tracks"]["synth-a"]["examples"][0]["sha256"] = hashlib.sha256(png).hexdigest()
+    path.write_text(_text(data), encoding="utf-8")
+    [issue] = validate_file(path)
+    assert issue.pointer == "/tracks/synth-a/examples/0/jpeg" and "\n" not in str(issue)
+    assert issue.message == "the overlay file is not a JPEG"
+    assert not (tmp_path / "site").exists()
+    build_site(tmp_path, tmp_path / "site", validate=False)  # the site does not show it either
+    page = (tmp_path / "site" / "explainers" / "alpha.html").read_text(encoding="utf-8")
+    assert page.count('<img src="../assets/overlays/') == 3
+
+
+def test_an_example_naming_both_a_jpeg_and_a_png_is_refused(tmp_path: Path, valid: dict[str, Any]) -> None:
+    data = copy.deepcopy(valid)
+    example = data["tracks"]["synth-a"]["examples"][0]
+    example["png"] = example["jpeg"].removesuffix(".jpg") + ".png"
+    text = _text(data)
+    [issue] = validate_text(text, "alpha.json", tmp_path)
+    assert issue.pointer == "/tracks/synth-a/examples/0" and "\n" not in str(issue)
+    assert issue.message == "schema: jpeg and png are not allowed together (one of them)"
+    assert issue.line == _line_of(text, f'"jpeg": "{example["jpeg"]}"') - 5  # the entry's opening brace
+
+
+def test_jpeg_overlays_are_deterministic_baseline_and_close_to_the_render() -> None:
+    from PIL import Image
+
+    from xaibench.pasta.render import render_overlay
+    from xaibench.publish.examples import JPEG_QUALITY, jpeg_bytes
+
+    y, x = np.mgrid[0:40, 0:40] / 39.0
+    photo = np.stack([x, y, (x + y) / 2], axis=-1)  # smooth, as photographs mostly are
+    image = render_overlay(photo, np.exp(-((x - 0.4) ** 2 + (y - 0.6) ** 2) * 8))
+    first, second = jpeg_bytes(image), jpeg_bytes(image.copy())
+    assert first == second and first.startswith(b"\xff\xd8\xff")
+    assert b"\xff\xc0" in first and b"\xff\xc2" not in first  # baseline (SOF0), not progressive (SOF2)
+    decoded = Image.open(io.BytesIO(first))
+    assert decoded.format == "JPEG" and decoded.mode == "RGB" and decoded.size == (224, 224)
+    assert not decoded.info.get("progressive") and JPEG_QUALITY == 85
+    error = np.abs(np.asarray(decoded, dtype=float) - image.astype(float)).mean()
+    assert error < 3, error
+
+
+# ----------------------------------------------------------------------------- submission JSON text
+
+
+def test_dumps_readable_keeps_arrays_of_scalars_on_one_line() -> None:
+    data = {
+        "schema": "x",
+        "ids": ["a", "b"],
+        "values": [0.5, None, 1, -2.5e-07, True],
+        "empty": [],
+        "none": {},
+        "nested": {"histogram": {"edges": [0.0, 0.5, 1.0], "counts": [3, 4]}, "rows": [{"k": [1]}, [2, "x"], []]},
+        "text": "caf\u00e9 <b>",
+    }
+    expected = """{
+  "schema": "x",
+  "ids": ["a", "b"],
+  "values": [0.5, null, 1, -2.5e-07, true],
+  "empty": [],
+  "none": {},
+  "nested": {
+    "histogram": {
+      "edges": [0.0, 0.5, 1.0],
+      "counts": [3, 4]
+    },
+    "rows": [
+      {
+        "k": [1]
+      },
+      [2, "x"],
+      []
+    ]
+  },
+  "text": "caf\\u00e9 <b>"
+}"""
+    assert dumps_readable(data) == expected
+    assert json.loads(expected) == data
+    plain = {"a": {"b": [], "c": {}, "d": [{"e": None}]}, "f": 1.5}  # no array of scalars: json.dumps' text
+    assert dumps_readable(plain) == json.dumps(plain, indent=2)
+    with pytest.raises(ValueError, match="Out of range float"):
+        dumps_readable({"values": [float("nan")]})
 
 
 def test_cli_validate_prints_file_line_column_and_exits_1(tmp_path: Path, valid: dict[str, Any]) -> None:
@@ -333,10 +462,11 @@ def test_run_writes_valid_submissions_with_overlays_histograms_curves(
         assert validate_file(path) == [], path
     track = subs["random"]["tracks"]["shapes"]
     assert [e["sample_id"] for e in track["examples"]] == ["shapes-test-0000", "shapes-test-0001"]
-    png = tmp_path / "subs" / track["examples"][0]["png"]
+    overlay = tmp_path / "subs" / track["examples"][0]["jpeg"]
+    assert overlay.name == "0-shapes-test-0000.jpg" and "png" not in track["examples"][0]
     from PIL import Image
 
-    assert Image.open(png).size == (224, 224)
+    assert Image.open(overlay).size == (224, 224) and Image.open(overlay).format == "JPEG"
     iou = track["metrics"]["iou"]
     assert sum(iou["histogram"]["counts"]) == iou["n"] == 5
     assert subs["random"]["schema"] == "xaibench.submission/2"
@@ -358,6 +488,12 @@ def test_run_writes_valid_submissions_with_overlays_histograms_curves(
     assert deletion["mean"] == pytest.approx(np.mean(probs, axis=0), abs=1e-6)
     assert subs["oracle"]["disclosure"]["reference_only"] is True
     assert subs["random"]["run"]["limit"] == 5
+    # arrays of scalars take one line each (sample ids, histograms, curves); everything else is indented by 2
+    text = (tmp_path / "subs" / "random.json").read_text(encoding="utf-8")
+    assert text == dumps_readable(subs["random"]) + "\n"
+    assert '\n      "sample_ids": ["shapes-test-0000", "shapes-test-0001", "shapes-test-0002", ' in text
+    assert f'\n            "counts": {json.dumps(iou["histogram"]["counts"])}' in text
+    assert f'          "values": "{iou["values"]}"' in text.splitlines()  # base64: one string, one line
 
     # A submitter's notes and a declared tuning survive a re-run that rewrites the file.
     path = tmp_path / "subs" / "random.json"
@@ -410,7 +546,7 @@ def test_examples_concept_sentences_and_failed_samples_are_not_retried(tmp_path:
     assert [e["sentence"] for e in entries] == [
         concept_sentence({"stripes": 0.5, "<b>fur</b>": 0.9}, target=n) for n in names
     ]
-    assert all("png" not in e for e in entries) and entries[0]["render"] == "xaibench-concept-sentence/1"
+    assert all("jpeg" not in e for e in entries) and entries[0]["render"] == "xaibench-concept-sentence/1"
 
     explainer = _FailsOnFirst()
     have = {"shapes-test-0001": np.eye(track.inputs.shape[-1], dtype=np.float32)}
@@ -419,17 +555,17 @@ def test_examples_concept_sentences_and_failed_samples_are_not_retried(tmp_path:
     assert _FailsOnFirst.calls == 1  # only sample 2 was explained here: 0 failed this run, 1 was given
     assert [e.sample_id for e in chosen.examples] == [s.id for s in track.samples]
     entries = render_examples(chosen, tmp_path)
-    assert entries[0] == {**entries[0], "na_reason": failed["shapes-test-0000"]} and "png" not in entries[0]
-    assert [e["png"] for e in entries[1:]] == [
-        "assets/x@d/shapes/1-shapes-test-0001.png",
-        "assets/x@d/shapes/2-shapes-test-0002.png",
+    assert entries[0] == {**entries[0], "na_reason": failed["shapes-test-0000"]} and "jpeg" not in entries[0]
+    assert [e["jpeg"] for e in entries[1:]] == [
+        "assets/x@d/shapes/1-shapes-test-0001.jpg",
+        "assets/x@d/shapes/2-shapes-test-0002.jpg",
     ]
     from PIL import Image
 
     from xaibench.pasta.render import render_overlay
 
-    shown = np.asarray(Image.open(tmp_path / entries[1]["png"]))
-    assert np.array_equal(shown, render_overlay(track.samples[1].image, have["shapes-test-0001"]))
+    shown = np.asarray(Image.open(tmp_path / entries[1]["jpeg"]), dtype=float)  # JPEG: close, not exact
+    assert np.abs(shown - render_overlay(track.samples[1].image, have["shapes-test-0001"])).mean() < 8
 
 
 def test_submitting_doc_commands_exist_and_screenshot_is_a_small_png() -> None:

@@ -86,8 +86,57 @@ def write_csv_atomic(path: Path, fields: Sequence[str], rows: Iterable[Mapping[s
     write_text_atomic(path, csv_text(fields, rows))
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n")
+_SCALAR_TYPES = (str, int, float, bool, type(None))
+
+
+def dumps_readable(obj: Any) -> str:
+    """``obj`` as JSON text indented by 2, like ``json.dumps(obj, indent=2, allow_nan=False)``,
+    except that a non-empty array whose items are all scalars (numbers, strings, booleans, null)
+    is written on one line as ``json.dumps`` writes it (``[0.25, null, 1]``): per-sample values,
+    histograms and sample ids take a line each, not a line per item. Key order is kept; empty
+    containers are ``[]`` and ``{}``; the parsed value is the same as ``json.dumps``'s."""
+    out: list[str] = []
+    _readable(obj, out, "\n")
+    return "".join(out)
+
+
+def _readable(obj: Any, out: list[str], newline: str) -> None:
+    """Append ``obj``'s text to ``out``; ``newline`` is the line break and indent of its own level."""
+    if isinstance(obj, dict):
+        if not obj:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        sep = "{" + inner
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                if not isinstance(key, _SCALAR_TYPES):
+                    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+                key = json.dumps(key, allow_nan=False)  # as json.dumps writes a non-string key
+            out.append(sep)
+            out.append(json.dumps(key))
+            out.append(": ")
+            _readable(value, out, inner)
+            sep = "," + inner
+        out.append(newline + "}")
+    elif isinstance(obj, list | tuple) and not all(isinstance(v, _SCALAR_TYPES) for v in obj):
+        inner = newline + "  "
+        sep = "[" + inner
+        for value in obj:
+            out.append(sep)
+            _readable(value, out, inner)
+            sep = "," + inner
+        out.append(newline + "]")
+    else:  # a scalar, or an array of scalars (empty too) on one line
+        out.append(json.dumps(obj, allow_nan=False))
+
+
+def write_json_atomic(path: Path, obj: Any, *, inline_scalars: bool = False) -> None:
+    """``obj`` as JSON indented by 2 (``allow_nan=False``), with a final newline, written
+    atomically; ``inline_scalars``: arrays of scalars on one line (:func:`dumps_readable`, the
+    submission files), else ``json.dumps(obj, indent=2)``."""
+    text = dumps_readable(obj) if inline_scalars else json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
+    write_text_atomic(path, text + "\n")
 
 
 def make_staging_dir(target: Path) -> Path:

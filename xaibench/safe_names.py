@@ -1,7 +1,7 @@
 """Names that become file names: the one rule, in one place.
 
 Track names, sample ids and component names come from plugins and data; where one becomes part
-of a path (``results/<track>.jsonl``, ``assets/<explainer>@<digest>/<track>/<k>-<sample id>.png``,
+of a path (``results/<track>.jsonl``, ``assets/<explainer>@<digest>/<track>/<k>-<sample id>.jpg``,
 ``<explainer>.json``, cache entries) it goes through this module, so a name is always one file
 name inside the folder it is meant for, never a path (``../..``, ``/etc``) and never a hidden file.
 

@@ -3,13 +3,17 @@
 The runner hands over, per track and explainer, the explanations of the first
 :data:`~xaibench.runner.config.EXAMPLES_PER_TRACK` samples (:class:`~xaibench.runner.examples.ExampleSet`);
 ``xaibench run`` then stores their canonical overlays (:func:`xaibench.pasta.render.render_overlay`)
-as PNG files next to the submissions::
+as JPEG files next to the submissions::
 
-    <submissions>/assets/<explainer>@<params digest>/<track>/<k>-<sample id>.png
+    <submissions>/assets/<explainer>@<params digest>/<track>/<k>-<sample id>.jpg
 
-and lists them in the submission (``tracks.<track>.examples``) by relative path and sha256, so
-the site builder can check that a file is the one the run wrote. The explainer's name and
-digest must be plain names (:func:`xaibench.safe_names.checked_name`: registration makes them
+and lists them in the submission (``tracks.<track>.examples``) by relative path (``jpeg``) and
+sha256, so the site builder can check that a file is the one the run wrote. The overlays are
+224-px photographs: JPEG (quality :data:`JPEG_QUALITY`, optimised Huffman tables, baseline) keeps
+them at about a sixth of the PNG's size, deterministically (the same image gives the same bytes).
+Older submissions list PNG files (``png``, ``<k>-<sample id>.png``); they are still read and shown.
+
+The explainer's name and digest must be plain names (:func:`xaibench.safe_names.checked_name`: registration makes them
 so); the track name and sample id are mapped to file names (:func:`xaibench.safe_names.file_name`:
 themselves when plain, escaped with ``@XX`` otherwise), so every file lies under ``assets/`` and
 two tracks or samples never share one. Concept explanations are shown as their canonical sentence
@@ -33,6 +37,8 @@ from xaibench.runner import ExampleSet
 from xaibench.safe_names import checked_name, file_name
 
 ASSETS_DIR = "assets"
+JPEG_QUALITY = 85
+"""The overlays' JPEG quality (with ``optimize=True``, baseline, 4:2:0 chroma as Pillow's default)."""
 
 
 def example_folder(explainer_block: Mapping[str, Any], track: str) -> str:
@@ -43,14 +49,17 @@ def example_folder(explainer_block: Mapping[str, Any], track: str) -> str:
 
 
 def example_file(position: int, sample_id: str) -> str:
-    """The file name of the overlay of the example at ``position`` (``<k>-<sample id>.png``)."""
-    return f"{int(position)}-{file_name(sample_id, kind='sample id')}.png"
+    """The file name of the overlay of the example at ``position`` (``<k>-<sample id>.jpg``)."""
+    return f"{int(position)}-{file_name(sample_id, kind='sample id')}.jpg"
 
 
-def png_bytes(image: np.ndarray) -> bytes:
-    """Deterministic PNG encoding of an ``H x W x 3`` uint8 image."""
+def jpeg_bytes(image: np.ndarray) -> bytes:
+    """Deterministic JPEG encoding of an ``H x W x 3`` uint8 image: quality :data:`JPEG_QUALITY`,
+    optimised Huffman tables, baseline (not progressive), no metadata."""
     buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8), mode="RGB").save(buf, format="PNG", optimize=True)
+    Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8), mode="RGB").save(
+        buf, format="JPEG", quality=JPEG_QUALITY, optimize=True, progressive=False
+    )
     return buf.getvalue()
 
 
@@ -74,10 +83,10 @@ def render_examples(examples: ExampleSet, folder: Path) -> list[dict[str, Any]]:
         elif examples.kind == "concept":
             entry["sentence"] = concept_sentence(example.explanation, target=example.target_name)
         else:
-            data = png_bytes(render_overlay(example.image, np.asarray(example.explanation)))
+            data = jpeg_bytes(render_overlay(example.image, np.asarray(example.explanation)))
             rel = f"{rel_folder}/{example_file(position, example.sample_id)}"
             write_bytes_atomic(folder / rel, data)
-            entry.update(png=rel, sha256=hashlib.sha256(data).hexdigest())
+            entry.update(jpeg=rel, sha256=hashlib.sha256(data).hexdigest())
         entries.append(entry)
     return entries
 

@@ -217,7 +217,7 @@ def join_record(submissions: Path, summary: Mapping[str, Any], suite: str) -> Jo
         path = submissions / name
         if path.exists() and not (name in written and _sha(path) == written[name]):
             continue  # a submission of this folder's own (or edited since): never overwritten
-        write_json_atomic(path, data)
+        write_json_atomic(path, data, inline_scalars=True)
         kept[name] = _sha(path)
         out.files.append(path)
     write_json_atomic(marker, {"suite": suite, "files": kept})

@@ -194,12 +194,14 @@ class Verification(TypedDict, total=False):
 
 
 class Example(TypedDict, total=False):
-    """One example overlay: the sample, its explained class, the PNG under ``assets/`` and its sha256."""
+    """One example overlay: the sample, its explained class, the overlay file under ``assets/``
+    (``jpeg``; ``png`` in submissions written before JPEG overlays; never both) and its sha256."""
 
     sample_id: str
     target: int
     target_name: str | None
     render: str
+    jpeg: str
     png: str
     sha256: str
     sentence: str

@@ -180,7 +180,7 @@ def write_submissions(
             elif loaded:
                 previous = {"tracks": loaded["tracks"], "disclosure": loaded.get("disclosure", {})}
         mine = {track: entries for (track, who), entries in (examples or {}).items() if who == name}
-        write_json_atomic(path, build_submission(summary, name, previous, mine))
+        write_json_atomic(path, build_submission(summary, name, previous, mine), inline_scalars=True)
         written.append(path)
     return written
 

@@ -16,7 +16,8 @@ Three layers, every finding reported as ``FILE:LINE:COLUMN: message (at /json/po
    the per-sample values (:mod:`xaibench.publish.recompute`: finite, at most 1e100 in size, the
    mean and the seeded bootstrap interval recomputed), histogram and curve shapes, disclosure
    vs the explainer's own flags, and, for a file on disk, that each example overlay exists
-   under ``assets/``, is a PNG and has the recorded sha256.
+   under ``assets/``, is a JPEG (``jpeg``) or, in older files, a PNG (``png``; never both keys:
+   the schema says so) and has the recorded sha256.
 4. What a file cannot vouch for itself (the registry is the installed one,
    :func:`xaibench.plugins.manager.get_registry`):
 
@@ -72,6 +73,14 @@ from xaibench.publish.submission_files import (
 from xaibench.stats import INTERVAL_RULE
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+JPEG_SIGNATURE = b"\xff\xd8\xff"
+OVERLAY_FORMATS: dict[str, tuple[bytes, str, str]] = {
+    "jpeg": (JPEG_SIGNATURE, "JPEG", ".jpg"),
+    "png": (PNG_SIGNATURE, "PNG", ".png"),
+}
+"""The keys an example names its overlay file by (one of them, never both), with the signature
+the file's bytes start with, the format's name and its file suffix: ``jpeg`` for the files runs
+write now, ``png`` for those of older submissions (still read and shown)."""
 _WS = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"-?Infinity|NaN|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
 _MAX_MESSAGE = 240
@@ -286,6 +295,9 @@ def schema_errors(data: Any) -> Iterator[tuple[str, str]]:
         ptr = pointer(error.absolute_path)
         if error.validator == "required" or error.validator == "dependentRequired":
             yield ptr, f"schema: {error.message}"
+        elif error.validator == "not" and set(error.validator_value) == {"required"}:
+            keys = " and ".join(error.validator_value["required"])
+            yield ptr, f"schema: {keys} are not allowed together (one of them)"
         elif error.validator in ("enum", "const", "type", "pattern", "minimum", "minLength", "format"):
             yield ptr, f"schema: {_short_repr(error.instance)} is not allowed here: {_constraint(error)}"
         else:
@@ -521,8 +533,9 @@ def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iter
                     yield f"{ptr}/samples{pointer([sample])}", message
             yield from _range_errors(ptr, where, str(metric_id), view, ids, known)
         for k, example in enumerate(track.get("examples", [])):
-            if "png" in example and folder is not None:
-                yield from _asset_errors(f"{base}/examples/{k}/png", example, folder)
+            key = overlay_key(example)
+            if key is not None and folder is not None:
+                yield from _asset_errors(f"{base}/examples/{k}/{key}", example, key, folder)
 
 
 def _duplicate(ids: list[str]) -> str | None:
@@ -615,9 +628,19 @@ def _metric_errors(ptr: str, m: MetricSummary, n_samples: int, field: str = "sam
                 yield f"{ptr}/curve/{key}", f"{len(curve[key])} points but fraction has {size}"
 
 
-def _asset_errors(ptr: str, example: Example, folder: Path) -> Iterator[tuple[str, str]]:
+def overlay_key(example: Any) -> str | None:
+    """The key (of :data:`OVERLAY_FORMATS`) that names an example's overlay file; ``None`` when
+    it names none (a concept sentence, an n/a example) or, wrongly, more than one."""
+    keys = [k for k in OVERLAY_FORMATS if isinstance(example, dict) and k in example]
+    return keys[0] if len(keys) == 1 else None
+
+
+def _asset_errors(ptr: str, example: Example, key: str, folder: Path) -> Iterator[tuple[str, str]]:
+    """The overlay file that ``example[key]`` names: under ``assets/``, there, of its format
+    (:data:`OVERLAY_FORMATS`), with the recorded sha256."""
+    signature, kind, _ = OVERLAY_FORMATS[key]
     root = folder.resolve()
-    path = (root / example["png"]).resolve()
+    path = (root / str(example.get(key))).resolve()
     if not path.is_relative_to(root / "assets"):
         yield ptr, "the overlay must lie under the submissions folder's assets/"
         return
@@ -626,8 +649,8 @@ def _asset_errors(ptr: str, example: Example, folder: Path) -> Iterator[tuple[st
     except OSError:
         yield ptr, f"overlay file not found: {path}"
         return
-    if not data.startswith(PNG_SIGNATURE):
-        yield ptr, "the overlay file is not a PNG"
+    if not data.startswith(signature):
+        yield ptr, f"the overlay file is not a {kind}"
     elif hashlib.sha256(data).hexdigest() != example.get("sha256"):
         yield ptr, "the overlay file's sha256 differs from the recorded one"
 

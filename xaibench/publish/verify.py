@@ -730,6 +730,6 @@ def record_verification(path: Path, result: Verification, verified: Mapping[str,
             raise XaibenchError(f"{path}: changed while it was being verified; verification not recorded")
     data["verification"] = result.block()
     try:
-        write_json_atomic(path, data)
+        write_json_atomic(path, data, inline_scalars=True)
     except OSError as exc:
         raise XaibenchError(f"{path}: cannot record the verification ({exc.strerror or exc})") from None

@@ -38,8 +38,9 @@ RECORD_ROOT = Path("record")
 RECORD_SEED = 0
 """Every submission of the record is seed 0 (DESIGN 10)."""
 RECORD_EXAMPLES = 2
-"""Example overlays per (track, explainer) in the record: each is a 224 px PNG of about 70 kB, so 4
-tracks x 39 explainers x the runs' default 4 would be 44 MB of the record's 50 MB; two show the
+"""Example overlays per (track, explainer) in the record (the runs' default is 4): each was a 224 px
+PNG of about 37 kB and is now a JPEG of about 6.5 kB (``bench/bench_record_size.py``: the first 20
+explainers' 330 overlays, 12.3 MB as PNG, 2.1 MB as JPEG), of the record's 50 MB; two show the
 explainer as well."""
 
 

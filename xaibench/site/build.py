@@ -13,7 +13,7 @@ Layout of the output folder (default ``<leaderboard dir>/site``)::
     correlations.html        Spearman rho metric x metric across explainers; each metric vs pasta_q1;
                              the PASTA paper's human ratings against the classic metrics (metaeval/human_ratings.py)
     assets/site.css|site.js  the site's own CSS and vanilla JS (no CDN, no fonts, no requests)
-    assets/overlays/*.png    example overlays, copied after their sha256 was checked
+    assets/overlays/*.jpg    example overlays (*.png from older submissions), copied after their sha256 was checked
     data/                    leaderboard.csv/.json and the submission files, for download
 
 Safety: every submitted string is escaped by Jinja2's autoescape (HTML) or ``tojson`` (the one

@@ -101,8 +101,9 @@ def curve_chart(
     ordered = sorted(series, key=lambda s: s.main)
     for s in ordered:
         if s.low is not None and s.high is not None:
-            upper = _points(s.x, s.high, sx, sy)
-            lower = _points(list(reversed(s.x)), list(reversed(s.low)), sx, sy)
+            # a band's outline at a tenth of a pixel (the line itself keeps two decimals)
+            upper = _points1(s.x, s.high, sx, sy)
+            lower = _points1(list(reversed(s.x)), list(reversed(s.low)), sx, sy)
             band = "band" if s.main else "band other"
             title = f"{escape(s.label)}: {escape(s.band_label)}"
             parts.append(f'<polygon class="{band}" points="{upper} {lower}"><title>{title}</title></polygon>')
@@ -147,15 +148,20 @@ def histogram_chart(
         f'role="img" aria-label="{escape(title)}">',
         f"<title>{escape(title)}</title>",
     ]
+    # all bars as one path, their bins and counts in its one tooltip: a page holds hundreds of
+    # these charts, and one element per bar doubled their size
+    bars, bins = [], []
     for a, b, c in zip(edges, edges[1:], counts, strict=False):
         if c == 0:
-            continue  # an empty bin draws nothing: leaving it out keeps pages of many charts small
+            continue  # an empty bin draws nothing
         h = ph * c / peak
         x0, x1 = sx(a), sx(b)
-        parts.append(  # short numbers: a page holds hundreds of these charts
-            f'<rect x="{_f(x0)}" y="{_f(top + ph - h)}" width="{_f(max(x1 - x0 - 0.5, 0.5))}" '
-            f'height="{_f(h)}"><title>[{_g(a)}, {_g(b)}): {int(c)}</title></rect>'
+        bars.append(
+            f"M{_f(x0)} {_f(top + ph - h)}h{_f(max(x1 - x0 - 0.5, 0.5))}v{_f(h)}h-{_f(max(x1 - x0 - 0.5, 0.5))}z"
         )
+        bins.append(f"[{_g(a)}, {_g(b)}): {int(c)}")
+    if bars:
+        parts.append(f'<path class="bars" d="{"".join(bars)}"><title>{escape("; ".join(bins))}</title></path>')
     parts.append(f'<line class="base" x1="0" x2="{width}" y1="{top + ph}" y2="{top + ph}"/>')
     if mean is not None and math.isfinite(mean):
         mx = min(max(sx(mean), 0.5), width - 0.5)

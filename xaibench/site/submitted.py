@@ -3,7 +3,9 @@ board's display label, and the example overlays that could be verified.
 
 File names on the site are generated (slugs from the file stem, overlay names from their
 sha256), never taken from a submission. An overlay is shown only when its path stays under the
-submissions folder's ``assets/``, the file is a PNG and its sha256 is the recorded one.
+submissions folder's ``assets/``, the file is of the format its key names (``jpeg``, or ``png`` in
+older submissions: :data:`~xaibench.publish.validation.OVERLAY_FORMATS`) and its sha256 is the
+recorded one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from xaibench.publish.board import Leaderboard
 from xaibench.publish.shapes import Disclosure, SubmissionData
 from xaibench.publish.submission_files import Submission
-from xaibench.publish.validation import PNG_SIGNATURE
+from xaibench.publish.validation import OVERLAY_FORMATS, overlay_key
 
 
 @dataclass
@@ -69,7 +71,7 @@ def submitted(
     subs: Sequence[Submission], board: Leaderboard, submissions_dir: Path, linked: str | None = None
 ) -> tuple[list[Submitted], dict[str, bytes]]:
     """The site's view of each submission (page slugs unique, case-insensitively) with its board
-    label and verified overlays, and the overlay files to write (site-relative path -> PNG bytes).
+    label and verified overlays, and the overlay files to write (site-relative path -> JPEG or PNG bytes).
     ``linked``: the submissions folder's URL relative to the site's root (e.g. ``../../submissions/``
     for the record's site): the site then links the files and overlays there instead of copying them."""
     out: list[Submitted] = []
@@ -94,25 +96,30 @@ def submitted(
 
 
 def _overlays(sub: Submitted, submissions_dir: Path, linked: str | None = None) -> dict[str, bytes]:
-    """Each example PNG whose path stays under ``assets/`` and whose sha256 matches, by its site path
+    """Each example overlay whose path stays under ``assets/``, whose file is of its key's format
+    and whose sha256 matches, by its site path
     (recorded in ``sub.overlays``); ``linked``: linked in the submissions folder, not copied."""
     files: dict[str, bytes] = {}
     root = submissions_dir.resolve()
     for track_name, track in sub.data["tracks"].items():
         for k, example in enumerate(track.get("examples", []) if isinstance(track, dict) else []):
-            rel, digest = example.get("png"), example.get("sha256")
+            key = overlay_key(example)
+            if key is None:
+                continue
+            signature, _, suffix = OVERLAY_FORMATS[key]
+            rel, digest = example.get(key), example.get("sha256")
             if not isinstance(rel, str) or not isinstance(digest, str):
                 continue
             path = (root / rel).resolve()
             if not path.is_relative_to(root / "assets") or not path.is_file():
                 continue
             data = path.read_bytes()
-            if not data.startswith(PNG_SIGNATURE) or hashlib.sha256(data).hexdigest() != digest:
+            if not data.startswith(signature) or hashlib.sha256(data).hexdigest() != digest:
                 continue
             if linked is not None:
                 sub.overlays[(track_name, k)] = f"{linked}{path.relative_to(root).as_posix()}"
                 continue
-            name = f"assets/overlays/{digest[:24]}.png"
+            name = f"assets/overlays/{digest[:24]}{suffix}"
             files[name] = data
             sub.overlays[(track_name, k)] = name
     return files
