@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS) requirements-torch.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet -r requirements-torch.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install --quiet -e '.[test,lint,clip,ray,hf]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(PY) -m pip install --quiet -e '.[test,lint,clip,ray,hf,text]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	$(PY) -m pip install --quiet --no-deps imgaug==0.4.0
 	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/metaquantus metaquantus==0.0.5
 	touch $@

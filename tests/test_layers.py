@@ -6,7 +6,7 @@ Layers, bottom to top (``docs/architecture.md`` shows the same table):
 0. ground floor: errors, version, files, integrity, sandbox, imaging, imagenet, seeds, params, stats,
    randomisation, allocator, lazyjson, device_random, metric_cost
 1. the public types: ``api``, and the metric families' policy table: ``families``
-2. the plugin system and the author kit: ``plugins``, ``kit``
+2. the plugin system and the author kit: ``plugins``, ``kit``, and ``tokens`` (text samples as a model sees them)
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
    ``suites``
 4. the run lifecycle: ``runner``
@@ -52,6 +52,7 @@ LAYERS: dict[str, int] = {
     "xaibench.families": 1,
     "xaibench.plugins": 2,
     "xaibench.kit": 2,
+    "xaibench.tokens": 2,
     "xaibench.datasets": 3,
     "xaibench.models": 3,
     "xaibench.explainers": 3,

@@ -169,8 +169,8 @@ def test_on_a_text_track_image_only_components_are_na_with_the_modality_reason_s
     text_registry: manager.Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = RunConfig(
-        explainers=["token-weight", "gradcam", "random"],
-        metrics=["top_token_hit", "pointing_game"],
+        explainers=["token-weight", "gradcam", "sobel"],
+        metrics=["top_token_hit", "sparseness"],
         suite_tracks=[TEXT_TRACK],
         workdir=tmp_path / "work",
         examples=0,
@@ -188,11 +188,11 @@ def test_on_a_text_track_image_only_components_are_na_with_the_modality_reason_s
     assert gradcam == {modality_reason("explainer", "gradcam", ("image",), "text")}
     # an image-only metric: n/a for the text-capable explainer too (the samples without evidence
     # have a constant map, whose own reason comes first)
-    pointing = {by["token-weight", "pointing_game", f"t{i}"]["na_reason"] for i in (1, 3, 5, 7)}
-    assert pointing == {"modality: metric pointing_game supports image, not text"}
+    sparse = {by["token-weight", "sparseness", f"t{i}"]["na_reason"] for i in (1, 3, 5, 7)}
+    assert sparse == {"modality: metric sparseness supports image, not text"}
     line = result.summary["tracks"]["tiny-text"]["modality_na"]
     assert line == (
-        "track tiny-text (text): n/a for explainers gradcam, random and metrics pointing_game: they do not support text"
+        "track tiny-text (text): n/a for explainers gradcam, sobel and metrics sparseness: they do not support text"
     )
 
 
@@ -243,5 +243,6 @@ def test_built_in_components_declare_image_and_list_their_modalities(registry: m
 
     rows = {row["name"]: row for row in component_rows(registry, "explainer")}
     assert rows["gradcam"]["modalities"] == ["image"]
-    assert registry.info("metric", "iou").modalities == ("image",)
+    assert registry.info("metric", "insertion").modalities == ("image",)
+    assert registry.info("metric", "iou").modalities == ("image", "text")
     assert registry.info("dataset", "shapes").modalities == ("image",)

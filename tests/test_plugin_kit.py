@@ -414,8 +414,9 @@ def test_as_inputs_and_as_targets() -> None:
     assert x.dtype == torch.float32 and x.shape == (2, 3, 4, 4)
     x += 1
     assert inputs.abs().sum() == 0, "as_inputs must copy"
-    for bad in (torch.zeros(3, 4, 4), torch.zeros(1, 3, 4, 5)):
-        with pytest.raises(ValueError, match=r"inputs must be a \(B, C, S, S\) tensor"):
+    assert kit.as_inputs(torch.zeros(1, 5, 1, 7)).shape == (1, 5, 1, 7)  # a token sequence (TextModel)
+    for bad in (torch.zeros(3, 4, 4), torch.zeros(1, 1, 3, 4, 5)):
+        with pytest.raises(ValueError, match=r"inputs must be a \(B, C, H, W\) tensor"):
             kit.as_inputs(bad)
     for targets in ([1, 2], np.array([[1], [2]]), torch.tensor([1, 2])):
         t = kit.as_targets(targets, 2)

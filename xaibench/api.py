@@ -202,6 +202,49 @@ class Model(Component):
         return to_model_input(images, self.input_size, self.mean, self.std)
 
 
+@dataclass(frozen=True)
+class Tokenized:
+    """A text model's tokenisation of a sample's words: ``ids`` (the model's token ids, no special
+    tokens), ``word_of`` (for each token, the index of the word it comes from) and ``tokens``
+    (each token as text, for display)."""
+
+    ids: tuple[int, ...]
+    word_of: tuple[int, ...]
+    tokens: tuple[str, ...]
+
+
+class TextModel(Model):
+    """A classifier of token sequences (DESIGN 12; ``modalities = ("text",)``).
+
+    A text sample's ``image`` is its words (a 1-D array of strings); the runner tokenises it with
+    :meth:`tokenize` (:func:`xaibench.tokens.tokenized`: the sample becomes its ``max_tokens``
+    token ids, cut or padded with ``pad_id``, its ground truth spread from words to their tokens).
+    ``preprocess`` makes the model input of such samples: a ``(B, D + 1, 1, L)`` float tensor, each
+    token's embedding (``embeddings``, ``(V, D)``) minus the padding token's, then a presence
+    channel (1 for a token, 0 for padding). The explainers' baseline, zero, is therefore the
+    all-padding sequence, and the faithfulness metrics' deletion of a token (setting it to zero)
+    replaces it with the padding token. ``module`` maps that tensor to logits. Maps and masks on
+    text are ``(1, L)``: one value per token."""
+
+    modalities: ClassVar[tuple[str, ...]] = ("text",)
+    embeddings: Any = None
+    pad_id: int = 0
+    max_tokens: int = 64
+
+    def tokenize(self, words: Sequence[str]) -> Tokenized:
+        raise NotImplementedError
+
+    def preprocess(self, images: Sequence[np.ndarray]) -> Any:
+        """Token id arrays (each ``max_tokens`` long) -> ``(B, D + 1, 1, L)`` float32 (class doc)."""
+        import torch
+
+        ids = torch.as_tensor(np.stack([np.asarray(i, dtype=np.int64) for i in images]))
+        table = torch.as_tensor(self.embeddings, dtype=torch.float32)
+        vectors = table[ids] - table[self.pad_id]  # (B, L, D)
+        presence = (ids != self.pad_id).to(torch.float32)[..., None]
+        return torch.cat([vectors, presence], dim=-1).permute(0, 2, 1)[:, :, None, :].contiguous()
+
+
 class Explainer(Parametrised):
     """Maps (model, inputs, targets) to explanations.
 

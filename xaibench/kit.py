@@ -132,11 +132,12 @@ _BENIGN_WARNINGS = (
 
 
 def as_inputs(inputs: Any) -> torch.Tensor:
-    """A detached float32 copy of a ``(B, C, S, S)`` batch, never the caller's tensor (so an
+    """A detached float32 copy of a ``(B, C, H, W)`` batch (``(B, C, S, S)`` images, ``(B, D + 1, 1,
+    L)`` token sequences: :class:`~xaibench.api.TextModel`), never the caller's tensor (so an
     explainer may set ``requires_grad`` or write into it). Raises ``ValueError`` for another shape."""
     x = torch.as_tensor(inputs)
-    if x.dim() != 4 or x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"inputs must be a (B, C, S, S) tensor, got shape {tuple(x.shape)}")
+    if x.dim() != 4:
+        raise ValueError(f"inputs must be a (B, C, H, W) tensor, got shape {tuple(x.shape)}")
     return x.detach().clone().float()
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from xaibench.api import Dataset
 from xaibench.datasets.folder import FolderDataset
 from xaibench.datasets.hf import HFDataset
+from xaibench.datasets.imdb import ImdbDataset
 from xaibench.datasets.mechanisms import MechanismsDataset
 from xaibench.datasets.photos import PhotosDataset
+from xaibench.datasets.planted_tokens import PlantedTokensDataset
 from xaibench.datasets.real.coco import CocoDataset
 from xaibench.datasets.real.human_attention import HumanAttentionDataset
 from xaibench.datasets.real.mohseni import MohseniDataset
@@ -20,6 +22,8 @@ DATASETS: list[type[Dataset]] = [
     ShapesDataset,
     ShapesShortcutDataset,
     MechanismsDataset,
+    PlantedTokensDataset,
+    ImdbDataset,
     PhotosDataset,
     FolderDataset,
     HFDataset,

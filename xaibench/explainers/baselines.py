@@ -21,6 +21,7 @@ class RandomExplainer(Explainer):
     """Seeded uniform noise: the floor every method should beat."""
 
     name = "random"
+    modalities = ("image", "text")
     version = "1.0.0"
     description = "Seeded U(0, 1) noise per pixel; a lower bound, not a method."
     licence = "Apache-2.0"

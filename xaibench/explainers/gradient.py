@@ -18,6 +18,7 @@ class GradientExplainer(Explainer):
     description = "Vanilla gradient magnitude of the target logit, max over channels."
     licence = "Apache-2.0"
     needs = ("gradients",)
+    modalities = ("image", "text")  # on text: the largest gradient magnitude over a token's channels
 
     def explain(self, model: Model, inputs: Any, targets: Any, *, seed: int = 0, context=None) -> np.ndarray:
         return input_gradients(model, inputs, targets).abs().amax(dim=1).cpu().numpy()

@@ -11,6 +11,7 @@ from xaibench.api import Metric, Register
 from xaibench.metrics.alignment.metrics import ALIGNMENT_METRICS
 from xaibench.metrics.faithfulness.average_drop import AverageDrop
 from xaibench.metrics.faithfulness.curves import Deletion, Insertion
+from xaibench.metrics.faithfulness.eraser import EraserComprehensiveness, EraserSufficiency
 from xaibench.metrics.faithfulness.field import FIELD_FAITHFULNESS_METRICS
 from xaibench.metrics.faithfulness.road import ROAD_METRICS
 from xaibench.metrics.ground_truth.metrics import GROUND_TRUTH_METRICS
@@ -29,6 +30,8 @@ METRICS: list[type[Metric]] = [
     # faithfulness (DESIGN 3 and 4)
     Deletion,
     Insertion,
+    EraserComprehensiveness,
+    EraserSufficiency,
     *ROAD_METRICS,
     AverageDrop,
     *FIELD_FAITHFULNESS_METRICS,

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from xaibench.api import Model
 from xaibench.models.efficientnet_lite import EfficientNetLite0
+from xaibench.models.imdb_cnn import ImdbCNN
 from xaibench.models.mechanism import MechanismModel
+from xaibench.models.planted_tokens import PlantedTokensModel
 from xaibench.models.shapes_cbm import ShapesCBM
 from xaibench.models.shapes_cnn import ShapesCNN
 from xaibench.models.shapes_vit import ShapesViT
 from xaibench.models.timm_model import TimmModel
 
-MODELS: list[type[Model]] = [ShapesCNN, ShapesCBM, ShapesViT, MechanismModel, EfficientNetLite0, TimmModel]
+MODELS: list[type[Model]] = [
+    ShapesCNN,
+    ShapesCBM,
+    ShapesViT,
+    MechanismModel,
+    PlantedTokensModel,
+    ImdbCNN,
+    EfficientNetLite0,
+    TimmModel,
+]
 
 
 def base_model_class(name: str) -> type[Model]:

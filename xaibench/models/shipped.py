@@ -109,14 +109,17 @@ def write_shipped(
     accuracy: dict[str, float],
     command: str,
     folder: Path | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Write one model's weights (safetensors, atomically) and its manifest entry; returns the entry."""
+    """Write one model's weights (safetensors, atomically) and its manifest entry; returns the
+    entry. ``metadata``: more text kept in the file's header (a text model's vocabulary), covered
+    by the file's sha256."""
     from safetensors.torch import save
 
     folder = folder or shipped_dir()
     name = key.replace("/", "-") + ".safetensors"
     tensors = {k: v.detach().cpu().contiguous() for k, v in state.items()}
-    data = save(tensors, metadata={"model": key, "train_key": train_key})
+    data = save(tensors, metadata={**(metadata or {}), "model": key, "train_key": train_key})
     write_bytes_atomic(folder / name, data)
     entry = {
         "file": name,

@@ -360,7 +360,9 @@ class Runner:
         except XaibenchError as exc:
             self.progress.log(f"[red]track {spec.name}: {exc}")
             return {"error": str(exc)}
-        metrics = resolve_metrics(self.registry, spec, config.metrics, masks=track_has_masks(track.samples))
+        metrics = resolve_metrics(
+            self.registry, spec, config.metrics, masks=track_has_masks(track.samples), modality=track.modality
+        )
         store = RecordStore(track_journal(config.workdir / "results", spec.name))
         out: dict[str, Any] = {"provenance": track.provenance, "explainers": {}}
         if store.old_keys:
@@ -415,7 +417,7 @@ class Runner:
         if missing:
             self.explain(state, missing)
             self.score(state, len(missing))
-        if self.config.examples > 0:
+        if self.config.examples > 0 and state.track.modality == "image":  # text: no token view yet (issue 46)
             self.examples.append(self.collect_examples(state))
         return self.summarise(state)
 

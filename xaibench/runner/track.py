@@ -16,6 +16,7 @@ from xaibench.explainers.planted import reliance, relies_on
 from xaibench.plugins.manager import Registry
 from xaibench.runner.chance import model_check
 from xaibench.runner.storage.cache import image_digest
+from xaibench.tokens import tokenized
 
 CPU = torch.device("cpu")
 
@@ -141,6 +142,8 @@ def build_track(
     if not samples:
         raise XaibenchError(f"track {spec.name!r}: dataset {spec.dataset!r} yielded no samples")
     check_modalities(spec, dataset, model)
+    if model is not None and track_modality(dataset) == "text" and hasattr(model, "tokenize"):
+        samples = [tokenized(model, s) for s in samples]  # as the model sees them (DESIGN 12)
     device = torch.device(device)
     inputs: torch.Tensor | None = None
     forward: ForwardCounter | None = None

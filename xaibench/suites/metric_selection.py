@@ -102,28 +102,33 @@ def track_has_masks(samples: Sequence[Sample]) -> bool:
     return bool(samples) and 2 * with_truth >= len(samples)
 
 
-def _default_names(registry: Registry, masks: bool) -> dict[str, Mapping[str, Any]]:
+def _default_names(registry: Registry, masks: bool, modality: str) -> dict[str, Mapping[str, Any]]:
     spec = DEFAULT_METRICS
     classes = {e.info.name: e for e in registry.entries("metric")}
     out: dict[str, Mapping[str, Any]] = {}
-    candidates = [n for n in _expand(registry, spec.candidates) if classes[n].cls.ranking]
+    candidates = [n for n in _expand(registry, spec.candidates, modality) if classes[n].cls.ranking]
     candidates = [n for n in candidates if classes[n].cls.family in spec.ranking_families]
     for name in [*candidates, *(n for n in spec.always if n in classes)]:
         if not masks and GROUND_TRUTH_NEEDS & set(classes[name].info.needs):
+            continue
+        if modality not in classes[name].info.modalities:
             continue
         out[name] = spec.params.get(name, {})
     return out
 
 
-def _expand(registry: Registry, selectors: Sequence[str]) -> list[str]:
-    """Metric ids of ``family:``, ``all``, ``native`` and plain-id selectors, in order, without repeats."""
-    by_default = [e for e in registry.entries("metric") if e.cls.default]
+def _expand(registry: Registry, selectors: Sequence[str], modality: str = "image") -> list[str]:
+    """Metric ids of ``family:``, ``all``, ``native`` and plain-id selectors, in order, without
+    repeats. A selector of many metrics picks those that support ``modality`` (DESIGN 12); a metric
+    named by its id is kept whatever it supports (its records then say why they are n/a)."""
+    entries = [e for e in registry.entries("metric") if modality in e.info.modalities]
+    by_default = [e for e in entries if e.cls.default]
     names: list[str] = []
     for item in selectors:
         if item == ALL:
             names += [e.info.name for e in by_default]
         elif item == NATIVE:
-            names += [e.info.name for e in registry.entries("metric") if e.info.distribution == "xaibench"]
+            names += [e.info.name for e in entries if e.info.distribution == "xaibench"]
         elif item.startswith(FAMILY):
             family = item[len(FAMILY) :]
             names += [e.info.name for e in by_default if e.cls.family == family]
@@ -132,30 +137,34 @@ def _expand(registry: Registry, selectors: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def select_metrics(registry: Registry, selectors: Sequence[str], *, masks: bool = True) -> dict[str, Mapping[str, Any]]:
+def select_metrics(
+    registry: Registry, selectors: Sequence[str], *, masks: bool = True, modality: str = "image"
+) -> dict[str, Mapping[str, Any]]:
     """Metric id -> parameters the selection brings (only ``default`` brings any), in selector
     order without repeats. ``masks``: whether the track has ground truth (:func:`track_has_masks`);
-    without, ``default`` leaves out the metrics that read it (named ones stay, and report n/a)."""
+    without, ``default`` leaves out the metrics that read it (named ones stay, and report n/a).
+    ``modality``: the track's; selectors of many metrics pick those that support it (:func:`_expand`)."""
     check_selectors(registry, selectors)
     out: dict[str, Mapping[str, Any]] = {}
     for item in selectors:
         if item == DEFAULT:
-            chosen = _default_names(registry, masks)
+            chosen = _default_names(registry, masks, modality)
         else:
-            chosen = {name: {} for name in _expand(registry, [item])}
+            chosen = {name: {} for name in _expand(registry, [item], modality)}
         for name, params in chosen.items():
             out.setdefault(name, params)
     return out
 
 
 def resolve_metrics(
-    registry: Registry, track: TrackSpec, wanted: Sequence[str] | None, *, masks: bool = True
+    registry: Registry, track: TrackSpec, wanted: Sequence[str] | None, *, masks: bool = True, modality: str = "image"
 ) -> list[Metric]:
     """The metrics a run scores on ``track``: those ``wanted`` selects (``--metric``), else those of
     the track's own selectors (:attr:`TrackSpec.metrics`), else ``all``; each with the track's
     ``metric_params`` for it, else the parameters ``default`` brings, else its own defaults.
-    ``masks`` as for :func:`select_metrics` (``True`` when the samples are not known)."""
+    ``masks`` and ``modality`` as for :func:`select_metrics` (``True`` and ``"image"`` when the
+    samples are not known)."""
     selectors = list(wanted) if wanted else list(track.metrics or [ALL])
-    chosen = select_metrics(registry, selectors, masks=masks)
+    chosen = select_metrics(registry, selectors, masks=masks, modality=modality)
     own = track.metric_params
     return [registry.create("metric", name, **dict(own.get(name, params))) for name, params in chosen.items()]

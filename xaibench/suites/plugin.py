@@ -8,8 +8,9 @@ from xaibench.suites.embedded import DefaultSuite, FullSuite
 from xaibench.suites.mechanisms import MechanismsSuite
 from xaibench.suites.real import RealSuite
 from xaibench.suites.record import RecordSuite
+from xaibench.suites.text import TextSuite
 
-SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite, RecordSuite, MechanismsSuite]
+SUITES: list[type[Suite]] = [DefaultSuite, FullSuite, RealSuite, RecordSuite, MechanismsSuite, TextSuite]
 
 
 @hookimpl

@@ -98,6 +98,7 @@ class InputXGradient(CaptumExplainer):
     """Input x Gradient (Shrikumar et al. 2016): the input times the target-logit gradient."""
 
     name = "input-x-gradient"
+    modalities: ClassVar[tuple[str, ...]] = ("image", "text")
     description = "Input x Gradient (Shrikumar et al. 2016) via Captum."
     default_params: ClassVar[dict[str, Any]] = {"reduce": "sum"}
     param_specs: ClassVar[dict[str, Param]] = dict(REDUCE)
@@ -132,6 +133,7 @@ class IntegratedGradients(CaptumExplainer):
     integral of gradients, Gauss-Legendre quadrature with ``n_steps`` points."""
 
     name = "integrated-gradients"
+    modalities: ClassVar[tuple[str, ...]] = ("image", "text")
     description = "Integrated Gradients (Sundararajan et al. 2017) via Captum."
     default_params: ClassVar[dict[str, Any]] = {"n_steps": 16, "baseline": "zero", "reduce": "sum"}
     param_specs: ClassVar[dict[str, Param]] = {"n_steps": Param(int, low=1, high=4096), **BASELINE, **REDUCE}
@@ -258,10 +260,13 @@ def _forward(model: Model, output: str) -> Callable[[torch.Tensor], torch.Tensor
 class Occlusion(CaptumExplainer):
     """Occlusion (Zeiler & Fergus 2014): a square window (``window`` x side) slides with
     stride ``stride`` x side over the image, replaced by the baseline; each pixel gets the
-    mean output drop over the windows covering it."""
+    mean output drop over the windows covering it. On a token sequence (``(1, L)``) the window
+    and stride are those fractions of its length (8 and 4 of 32 tokens by default), replaced by
+    the padding token (the zero baseline)."""
 
     name = "occlusion"
     description = "Occlusion (Zeiler & Fergus 2014) via Captum."
+    modalities: ClassVar[tuple[str, ...]] = ("image", "text")  # on text: windows of tokens, replaced by padding
     needs: ClassVar[tuple[str, ...]] = ("model_agnostic",)
     default_params: ClassVar[dict[str, Any]] = {
         "window": 0.25,
@@ -280,14 +285,15 @@ class Occlusion(CaptumExplainer):
         from captum.attr import Occlusion as Method
 
         x, targets = batch.x, batch.targets
-        side = int(x.shape[-1])
-        window = max(1, round(self.params["window"] * side))
-        stride = max(1, round(self.params["stride"] * side))
+        sides = (int(x.shape[-2]), int(x.shape[-1]))  # (S, S) for an image, (1, L) for a token sequence
+        window = tuple(max(1, round(self.params["window"] * side)) for side in sides)
+        stride = tuple(max(1, round(self.params["stride"] * side)) for side in sides)
+        side = sides[1]
         with torch.no_grad():
             attributions = Method(_forward(model, self.params["output"])).attribute(
                 x,
-                sliding_window_shapes=(int(x.shape[1]), window, window),
-                strides=(int(x.shape[1]), stride, stride),
+                sliding_window_shapes=(int(x.shape[1]), *window),
+                strides=(int(x.shape[1]), *stride),
                 baselines=baseline_input(self.params["baseline"], x, model),
                 target=targets,
                 perturbations_per_eval=max(1, forward_batch(side) // int(x.shape[0])),

@@ -38,6 +38,7 @@ class AlignmentMetric(Metric):
     version = "1.0.0"
     licence = "Apache-2.0"
     needs = ("mask",)
+    modalities = ("image", "text")  # a token mask is a (1, L) mask (DESIGN 12)
     unit = "fraction in [0, 1]"
     value_range = (0.0, 1.0)  # every alignment score and error lies in [0, 1]
     cost = MetricCost()  # the map against the mask: no forward pass

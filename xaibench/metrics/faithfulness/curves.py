@@ -83,6 +83,7 @@ class Deletion(CurveMetric):
     p(target) over the removed fraction, in [0, 1]. Lower is better."""
 
     name = "deletion"
+    modalities = ("image", "text")  # on text, a removed token is replaced by the padding token (DESIGN 12)
     direction = "lower"
     ranking = True
     unit = "AUC of probability over removed fraction, in [0, 1]"

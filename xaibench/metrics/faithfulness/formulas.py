@@ -71,3 +71,38 @@ def average_drop(p_clean: np.ndarray, p_masked: np.ndarray) -> np.ndarray:
     p1 = np.asarray(p_masked, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(p0 > 0, np.maximum(0.0, p0 - p1) / np.where(p0 > 0, p0, 1.0) * 100.0, np.nan)
+
+
+#: ERASER's token fractions (DESIGN 12): rationales of the top 1, 5, 10, 20 and 50 % of tokens.
+ERASER_FRACTIONS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5)
+
+
+def eraser_rationales(scores: np.ndarray, fractions: Sequence[float] = ERASER_FRACTIONS) -> list[np.ndarray]:
+    """The rationales ERASER's AOPC averages over, as ferret-xai 0.4.2 builds them
+    (``based_on="perc"``, ``only_pos=True``): for each fraction ``v`` the top ``int(v * n)``
+    tokens of ``scores`` (``n`` real tokens; ``np.argsort(scores)[-k:][::-1]``, so ties fall as
+    numpy's default sort leaves them), keeping only tokens scored ``> 0``; a fraction that gives
+    ``k = 0``, no positive token, or the same set of tokens as the last rationale kept is
+    skipped. Token indices into ``scores``, most relevant first."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    kept: list[np.ndarray] = []
+    last: set[int] | None = None
+    for v in fractions:
+        k = int(v * s.size)
+        if k == 0:
+            continue
+        top = s.argsort()[-k:][::-1]
+        top = top[s[top] > 0]
+        if top.size == 0 or set(top.tolist()) == last:
+            continue
+        kept.append(top)
+        last = set(top.tolist())
+    return kept
+
+
+def aopc(p_clean: float, p_perturbed: Sequence[float], empty: float) -> float:
+    """ERASER's area over the perturbation curve: the mean of ``p_clean - p`` over the kept
+    rationales' perturbed probabilities (unnormalised, as ferret-xai); ``empty`` when there is
+    none (ferret: 0 for comprehensiveness, 1 for sufficiency)."""
+    p = np.asarray(p_perturbed, dtype=np.float64)
+    return float(np.mean(p_clean - p)) if p.size else float(empty)
