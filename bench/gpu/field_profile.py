@@ -115,7 +115,8 @@ def torch_profile(call: Callable[[], None], device: str) -> dict[str, Any]:
 def python_profile(call: Callable[[], None]) -> dict[str, Any]:
     """``python``: the :data:`HOT` functions with the most own time in one ``call()`` under
     ``cProfile``, summed over the calling thread and every thread started during the call
-    (``[file:line(function), calls, seconds]``), and ``python_threads``, how many threads that is."""
+    (``[file:line(function), calls, seconds]``), ``python_threads``, how many threads that is, and
+    ``python_wall_s``, that call's wall seconds (cProfile slows Python-heavy code: not ``wall_s``)."""
     profilers = [cProfile.Profile()]
 
     def start_in_new_thread(*_: Any) -> None:  # called once per new thread: cProfile then takes over
@@ -124,10 +125,12 @@ def python_profile(call: Callable[[], None]) -> dict[str, Any]:
         profiler.enable()
 
     threading.setprofile(start_in_new_thread)
+    started = time.perf_counter()
     try:
         profilers[0].runcall(call)
     finally:
         threading.setprofile(None)  # type: ignore[arg-type]
+    wall = time.perf_counter() - started
     stats = pstats.Stats(*profilers).stats  # {(file, line, func): (primitive calls, calls, own s, cumul. s, callers)}
     hot = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:HOT]
     return {
@@ -135,6 +138,7 @@ def python_profile(call: Callable[[], None]) -> dict[str, Any]:
             [f"{short(file)}:{line}({func})", int(calls), own] for (file, line, func), (_, calls, own, _, _) in hot
         ],
         "python_threads": len(profilers),
+        "python_wall_s": wall,
     }
 
 
