@@ -153,3 +153,21 @@ def test_the_text_suite_ranks_the_token_explainers_and_gives_image_only_ones_na(
     assert result.summary["tracks"]["planted-tokens"]["modality_na"] == (
         "track planted-tokens (text): n/a for explainers gradcam: they do not support text"
     )
+
+
+def test_alignment_on_token_masks_by_hand() -> None:
+    """The alignment formulas on ``(1, L)`` token maps and masks, as on images (DESIGN 12), and the
+    pointing game without tolerance: the top token itself must be in the mask."""
+    from xaibench.metrics.alignment import formulas as al
+
+    scores = np.zeros((1, 1, 64), dtype=np.float32)  # 64 tokens: an image's 15 px would be 4 tokens here
+    scores[0, 0, :8] = [0.1, 0.9, 0.3, 0.8, 0.2, 0.0, 0.7, 0.4]
+    mask = np.zeros((1, 1, 64), dtype=bool)
+    mask[0, 0, [1, 2, 6]] = True
+    top = al.topk_scores(scores, mask)  # k = |A| = 3: the top 3 tokens are 1, 3, 6; |B & A| = 2
+    assert top["iou"].values[0] == pytest.approx(2 / 4)
+    assert top["precision"].values[0] == pytest.approx(2 / 3) and top["recall"].values[0] == pytest.approx(2 / 3)
+    assert al.pointing_game(scores, mask).values[0] == 1.0  # token 1
+    near = np.zeros((1, 1, 64), dtype=bool)
+    near[0, 0, 2] = True  # the token next to the top one: a miss on text (no tolerance)
+    assert al.pointing_game(scores, near).values[0] == 0.0

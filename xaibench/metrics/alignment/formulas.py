@@ -303,9 +303,13 @@ def pointing_game(
       Equivalent to ``distance_transform_edt(~A, sampling=(R / H, R / W))[point] <= 15``,
       computed only in the window around the point (the tests check the equivalence).
     - Empty A: n/a ("empty mask").
+    - A token sequence (``H == 1``: one value per token, DESIGN 12) has no tolerance: the top
+      token must be in A.
     """
     _check(E, A)
     n, h, w = E.shape
+    if h == 1:
+        tolerance = 0.0  # tokens: a neighbouring token is another word, not a near miss
     flat = _flat(E)
     idx = np.argmax(flat, axis=1)  # first maximum in raster order
     peak = flat[np.arange(n), idx]
