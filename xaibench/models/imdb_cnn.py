@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -32,7 +31,7 @@ from torch import nn
 
 from xaibench.api import TextModel, Tokenized
 from xaibench.datasets.imdb import LABEL_NAMES, imdb_reviews, imdb_split, review_words
-from xaibench.models.shipped import load_shipped, shipped_dir, write_shipped
+from xaibench.models.shipped import load_shipped, write_shipped
 
 __all__ = ["ARCH", "MAX_TOKENS", "TRAIN", "ImdbCNN", "TextCNN", "train_imdb_cnn"]
 
@@ -136,12 +135,6 @@ def train_imdb_cnn() -> tuple[TextCNN, list[str]]:
     return net.eval(), vocabulary
 
 
-def _metadata(data: bytes) -> dict[str, str]:
-    """The ``__metadata__`` of a safetensors file's header."""
-    (size,) = struct.unpack("<Q", data[:8])
-    return dict(json.loads(data[8 : 8 + size]).get("__metadata__", {}))
-
-
 class ImdbCNN(TextModel):
     """A word-level CNN sentiment classifier trained on IMDB (held-out accuracy in its provenance)."""
 
@@ -155,8 +148,7 @@ class ImdbCNN(TextModel):
 
     def __init__(self) -> None:
         shipped = load_shipped(KEY, train_key())
-        path = shipped_dir() / str(shipped.entry["file"])
-        vocabulary = _metadata(path.read_bytes())["vocabulary"].split("\n")
+        vocabulary = shipped.metadata["vocabulary"].split("\n")
         net = TextCNN(len(vocabulary))
         net.load_state_dict({k: v.float() for k, v in shipped.state.items()})
         self.module = net.eval()

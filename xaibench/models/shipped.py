@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,8 @@ class ShippedWeights:
     digest: str
     """sha256 of the weights (:func:`weights_digest`), as the manifest records it."""
     entry: dict[str, Any]
+    metadata: dict[str, str]
+    """The text kept in the file's header (``write_shipped``'s ``metadata``, the model key ...)."""
 
 
 def load_shipped(key: str, train_key: str, folder: Path | None = None) -> ShippedWeights:
@@ -98,7 +101,9 @@ def load_shipped(key: str, train_key: str, folder: Path | None = None) -> Shippe
     digest = weights_digest(state)
     if digest != entry["weights_sha256"]:
         raise ValueError(f"{path}: weights digest differs from {MANIFEST}")
-    return ShippedWeights(key, state, digest, entry)
+    (size,) = struct.unpack("<Q", data[:8])  # the safetensors header: its length, then JSON
+    metadata = dict(json.loads(data[8 : 8 + size]).get("__metadata__", {}))
+    return ShippedWeights(key, state, digest, entry, metadata)
 
 
 def write_shipped(

@@ -499,7 +499,7 @@ def explainer_handles(
             params=dict(detail) if error is None else resolved,
             reference_only=bool(cls.reference_only),
             tuned_on_benchmark=bool(cls.tuned_on_benchmark),
-            modalities=tuple(getattr(cls, "modalities", ("image",))),
+            modalities=tuple(cls.modalities),
             executor=executor,
             timeout=timeout,
             error=error,
