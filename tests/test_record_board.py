@@ -28,6 +28,7 @@ from xaibench.suites.record import RECORD_SUITE
 
 ROOT = Path(__file__).resolve().parents[1] / "record" / RECORD_SUITE
 SUBMISSIONS = sorted((ROOT / "submissions").glob("*.json")) if ROOT.is_dir() else []
+BOARD_FILES = ("leaderboard.csv", "leaderboard.json")
 SHARED = Path(os.environ.get("XAIBENCH_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 
@@ -135,9 +136,10 @@ def test_the_readme_shows_the_committed_boards_top_rows(tmp_path: Path) -> None:
     assert update_readme(stale, ROOT, RECORD_SUITE) and START in stale.read_text(encoding="utf-8")
 
 
-def test_the_record_site_links_its_submissions_and_overlays_in_place() -> None:
-    """The record's site does not copy the submission files and overlays (they would be in the
-    record twice): its links reach them in ``submissions/``, and every one resolves."""
+def test_the_record_site_links_its_submissions_overlays_and_board_files_in_place() -> None:
+    """The record's site does not copy the submission files, overlays and leaderboard files (they
+    would be in the record twice): its links reach them in ``submissions/`` and ``leaderboard/``,
+    and every one resolves."""
     import re
 
     site = ROOT / "leaderboard" / "site"
@@ -145,7 +147,7 @@ def test_the_record_site_links_its_submissions_and_overlays_in_place() -> None:
         pytest.skip(f"no site committed yet ({site})")
     assert not (site / "data" / "submissions").exists() or not any((site / "data" / "submissions").iterdir())
     assert not (site / "assets" / "overlays").exists() or not any((site / "assets" / "overlays").iterdir())
-    linked = 0
+    linked = board_links = 0
     for page in site.rglob("*.html"):
         for href in re.findall(r'(?:href|src)="([^"#?]+)"', page.read_text(encoding="utf-8")):
             if "submissions/" in href and not href.startswith(("http:", "https:")):
@@ -153,4 +155,10 @@ def test_the_record_site_links_its_submissions_and_overlays_in_place() -> None:
                 assert target.is_file(), (page.relative_to(site), href)
                 assert target.is_relative_to((ROOT / "submissions").resolve()), href
                 linked += 1
+            elif href.endswith(("leaderboard.csv", "leaderboard.json")):
+                assert (page.parent / href).resolve() in {(ROOT / "leaderboard" / n).resolve() for n in BOARD_FILES}, (
+                    href
+                )
+                board_links += 1
     assert linked >= len(SUBMISSIONS)  # at least each file's own link
+    assert not (site / "data" / "leaderboard.json").exists() and board_links >= 2 * len(SUBMISSIONS)

@@ -317,6 +317,29 @@ def test_metrics_without_any_value_on_a_track_are_listed_not_tabled(tmp_path: Pa
     assert "so not shown:\n<code>iou</code>." in b and "Most common reason: no &lt;mask&gt;." in b
 
 
+def test_a_track_the_explainer_cannot_apply_to_says_why_once_in_place_of_its_tables(tmp_path: Path) -> None:
+    subs = write_submissions(tmp_path / "subs", ("alpha", "beta", "gamma"))
+    data = json.loads((subs / "gamma.json").read_text())
+    track = data["tracks"]["synth-b"]
+    n = track["provenance"]["n_samples"]
+    reason = "explainer raised ValueError: gamma: model <m> is not a concept model"
+    track["explained"] = {"computed": 0, "cached": 0, "failed": n}
+    track["examples"] = []
+    for m in track["metrics"].values():
+        m.update(mean=None, ci_low=None, ci_high=None, n=0, n_na=n, na_reasons={reason: n})
+        m["samples"] = dict.fromkeys(m["samples"])
+        m.pop("histogram", None)
+        m.pop("curve", None)
+    (subs / "gamma.json").write_text(json.dumps(data))
+    build_site(subs, tmp_path / "site")
+    html = (tmp_path / "site" / "explainers" / "gamma.html").read_text()
+    applies, not_applicable = _track(html, 1), _track(html, 2)
+    escaped = reason.replace("<", "&lt;").replace(">", "&gt;")
+    assert not_applicable.count(escaped) == 1 and "Not applicable on this track" in not_applicable
+    assert "<table" not in not_applicable and "Examples" not in not_applicable
+    assert "<table" in applies and "Not applicable" not in applies
+
+
 # ----------------------------------------------------------------------------- verdicts
 
 

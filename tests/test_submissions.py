@@ -385,6 +385,35 @@ def test_dumps_readable_keeps_arrays_of_scalars_on_one_line() -> None:
         dumps_readable({"values": [float("nan")]})
 
 
+def test_dumps_readable_with_flat_objects_puts_each_object_of_scalars_on_one_line() -> None:
+    board = {
+        "schema": "b",
+        "rules": {"min": 8, "frac": 0.25},
+        "rows": [{"track": "t", "rank": 1, "value": 0.5, "status": ""}, {"track": "u", "rank": None, "value": None}],
+        "tracks": {"t": {"dataset": {"name": "d"}, "ids": ["a"]}},
+        "empty": {},
+    }
+    expected = """{
+  "schema": "b",
+  "rules": {"min": 8, "frac": 0.25},
+  "rows": [
+    {"track": "t", "rank": 1, "value": 0.5, "status": ""},
+    {"track": "u", "rank": null, "value": null}
+  ],
+  "tracks": {
+    "t": {
+      "dataset": {"name": "d"},
+      "ids": ["a"]
+    }
+  },
+  "empty": {}
+}"""
+    assert dumps_readable(board, flat_objects=True) == expected
+    assert json.loads(expected) == board
+    with pytest.raises(ValueError, match="Out of range float"):
+        dumps_readable({"rows": [{"value": float("inf")}]}, flat_objects=True)
+
+
 def test_cli_validate_prints_file_line_column_and_exits_1(tmp_path: Path, valid: dict[str, Any]) -> None:
     good = tmp_path / "alpha.json"
     good.write_text(_text(valid), encoding="utf-8")

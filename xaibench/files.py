@@ -89,22 +89,27 @@ def write_csv_atomic(path: Path, fields: Sequence[str], rows: Iterable[Mapping[s
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 
 
-def dumps_readable(obj: Any) -> str:
+def dumps_readable(obj: Any, *, flat_objects: bool = False) -> str:
     """``obj`` as JSON text indented by 2, like ``json.dumps(obj, indent=2, allow_nan=False)``,
     except that a non-empty array whose items are all scalars (numbers, strings, booleans, null)
     is written on one line as ``json.dumps`` writes it (``[0.25, null, 1]``): per-sample values,
-    histograms and sample ids take a line each, not a line per item. Key order is kept; empty
-    containers are ``[]`` and ``{}``; the parsed value is the same as ``json.dumps``'s."""
+    histograms and sample ids take a line each, not a line per item. ``flat_objects``: a non-empty
+    object whose values are all scalars is written on one line too (``{"track": "a", "rank": 1}``):
+    a leaderboard's rows take a line each, so a changed row is a one-line diff. Key order is kept;
+    empty containers are ``[]`` and ``{}``; the parsed value is the same as ``json.dumps``'s."""
     out: list[str] = []
-    _readable(obj, out, "\n")
+    _readable(obj, out, "\n", flat_objects)
     return "".join(out)
 
 
-def _readable(obj: Any, out: list[str], newline: str) -> None:
+def _readable(obj: Any, out: list[str], newline: str, flat_objects: bool = False) -> None:
     """Append ``obj``'s text to ``out``; ``newline`` is the line break and indent of its own level."""
     if isinstance(obj, dict):
         if not obj:
             out.append("{}")
+            return
+        if flat_objects and all(isinstance(v, _SCALAR_TYPES) for v in obj.values()):
+            out.append(json.dumps(obj, allow_nan=False))  # json.dumps checks the keys as the indented path does
             return
         inner = newline + "  "
         sep = "{" + inner
@@ -116,7 +121,7 @@ def _readable(obj: Any, out: list[str], newline: str) -> None:
             out.append(sep)
             out.append(json.dumps(key))
             out.append(": ")
-            _readable(value, out, inner)
+            _readable(value, out, inner, flat_objects)
             sep = "," + inner
         out.append(newline + "}")
     elif isinstance(obj, list | tuple) and not all(isinstance(v, _SCALAR_TYPES) for v in obj):
@@ -124,7 +129,7 @@ def _readable(obj: Any, out: list[str], newline: str) -> None:
         sep = "[" + inner
         for value in obj:
             out.append(sep)
-            _readable(value, out, inner)
+            _readable(value, out, inner, flat_objects)
             sep = "," + inner
         out.append(newline + "]")
     else:  # a scalar, or an array of scalars (empty too) on one line

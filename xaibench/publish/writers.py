@@ -11,7 +11,6 @@ The command line prints every plugin's string through :func:`term_line`, :func:`
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xaibench.families import POLICIES, family_index, policy_of
-from xaibench.files import csv_text, write_text_atomic
+from xaibench.files import csv_text, dumps_readable, write_text_atomic
 from xaibench.publish.board import (
     CLAIMED_FAILED,
     CLAIMED_VERIFIED,
@@ -57,7 +56,7 @@ LEADERBOARD_FILES = ("leaderboard.csv", "leaderboard.json", "leaderboard.md")
 
 def leaderboard_texts(board: Leaderboard) -> dict[str, str]:
     """File name -> text of each of :data:`LEADERBOARD_FILES`."""
-    texts = [to_csv(board.rows), json.dumps(board_json(board), indent=2, allow_nan=False) + "\n", to_markdown(board)]
+    texts = [to_csv(board.rows), to_json(board), to_markdown(board)]
     return dict(zip(LEADERBOARD_FILES, texts, strict=True))
 
 
@@ -69,6 +68,12 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> list[Path]:
     for name, text in leaderboard_texts(board).items():
         write_text_atomic(out_dir / name, text)
     return [out_dir / name for name in LEADERBOARD_FILES]
+
+
+def to_json(board: Leaderboard) -> str:
+    """``leaderboard.json``'s text: indented by 2, each row (and each other object of scalars) on
+    one line (:func:`xaibench.files.dumps_readable` with ``flat_objects``), a final newline."""
+    return dumps_readable(board_json(board), flat_objects=True) + "\n"
 
 
 def to_csv(rows: Sequence[BoardRow]) -> str:

@@ -95,11 +95,14 @@ def publish_board_folder(
     default ``board_dir/site``) as one folder replacing ``board_dir`` whole (module docstring).
     The submissions are not validated again (the caller validated them before ranking). ``linked``:
     the site links the submission files and overlays in place at that URL (relative to the site's
-    root) instead of copying them (the record's site)."""
+    root), and the leaderboard files in ``board_dir``, instead of copying them (the record's site);
+    the site must then be one of ``board_dir``'s folders."""
     from xaibench.site.writer import check_site_dir, fill_site, write_site
 
     site = (site_dir or board_dir / "site") if with_site else None
     inside = _site_place(board_dir, site) if site is not None else None
+    if linked is not None and site is not None and inside is None:
+        raise XaibenchError(f"{site}: a site that links its data must lie in the leaderboard folder {board_dir}")
     check_board_dir(board_dir)
     if site is not None and inside is None:
         check_site_dir(site)

@@ -14,7 +14,9 @@ Layout of the output folder (default ``<leaderboard dir>/site``)::
                              the PASTA paper's human ratings against the classic metrics (metaeval/human_ratings.py)
     assets/site.css|site.js  the site's own CSS and vanilla JS (no CDN, no fonts, no requests)
     assets/overlays/*.jpg    example overlays (*.png from older submissions), copied after their sha256 was checked
-    data/                    leaderboard.csv/.json and the submission files, for download
+    data/                    leaderboard.csv/.json and the submission files, for download (a site
+                             built with ``linked``, the record's, links the board folder's own
+                             leaderboard files and the submissions in place instead)
 
 Safety: every submitted string is escaped by Jinja2's autoescape (HTML) or ``tojson`` (the one
 ``<script type="application/json">`` block, which escapes ``<``, ``>``, ``&`` and ``'``); file
@@ -30,7 +32,6 @@ board keeps the submissions it was ranked from, and the site shows those.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -38,12 +39,12 @@ from xaibench.errors import XaibenchError
 from xaibench.metaeval.correlations import PERCEPTUAL_REFERENCE
 from xaibench.metaeval.human_ratings import human_ratings_section
 from xaibench.plugins.manager import Registry
-from xaibench.publish.board import LEADERBOARD_SCHEMA, Leaderboard, board_json, build_board
+from xaibench.publish.board import LEADERBOARD_SCHEMA, Leaderboard, build_board
 from xaibench.publish.shapes import Verification
 from xaibench.publish.submission import read_submissions
 from xaibench.publish.submission_files import Submission
 from xaibench.publish.validation import require_valid
-from xaibench.publish.writers import to_csv
+from xaibench.publish.writers import to_csv, to_json
 from xaibench.site.submitted import Submitted, submitted
 from xaibench.site.views.cells import all_flags, board_rules, verification_view
 from xaibench.site.views.correlations import correlation_view
@@ -53,6 +54,11 @@ from xaibench.site.views.methodology import methodology
 from xaibench.site.views.overview import overview
 from xaibench.site.views.tracks import place_tracks, track_view
 from xaibench.site.writer import Page, write_site
+
+BOARD_DATA = "data/"
+"""Where a site's leaderboard files are, relative to its root: its own copies."""
+LINKED_BOARD_DATA = "../"
+"""Where a linked site's (the record's) leaderboard files are: the board folder it lies in."""
 
 
 def build_site(
@@ -94,7 +100,11 @@ def site_contents(
     verified: Mapping[str, Verification] | None = None,
 ) -> tuple[dict[str, Page], dict[str, str | bytes]]:
     """The site's pages and files (what :func:`xaibench.site.writer.write_site` and
-    :func:`xaibench.site.writer.fill_site` write), from the submissions (see :func:`build_site`)."""
+    :func:`xaibench.site.writer.fill_site` write), from the submissions (see :func:`build_site`).
+    ``linked``: the submissions folder's URL relative to the site's root; the site then links the
+    submission files and overlays there, and the leaderboard files in its parent folder (the
+    board folder it was written into by :func:`xaibench.site.board_folder.publish_board_folder`),
+    instead of copying them."""
     if not submissions_dir.is_dir():
         raise XaibenchError(f"{submissions_dir}: no such submissions folder")
     files = sorted(submissions_dir.glob("*.json"))
@@ -110,12 +120,15 @@ def site_contents(
         registry = get_registry()
     shown, overlays = submitted(subs, board, submissions_dir, linked)
     data: dict[str, str | bytes] = {
-        "data/leaderboard.csv": to_csv(board.rows),
-        "data/leaderboard.json": json.dumps(board_json(board), indent=2) + "\n",
+        **(
+            {"data/leaderboard.csv": to_csv(board.rows), "data/leaderboard.json": to_json(board)}
+            if linked is None
+            else {}  # linked: the board folder's own leaderboard files, the site's parent
+        ),
         **({} if linked is not None else {f"data/submissions/{s.slug}.json": s.raw for s in shown}),
         **overlays,
     }
-    return _pages(board, shown, registry, paper_dir), data
+    return _pages(board, shown, registry, paper_dir, BOARD_DATA if linked is None else LINKED_BOARD_DATA), data
 
 
 def _board_submissions(board: Leaderboard | None, files: list[Path]) -> list[Submission] | None:
@@ -128,11 +141,15 @@ def _board_submissions(board: Leaderboard | None, files: list[Path]) -> list[Sub
     return subs
 
 
-def _pages(board: Leaderboard, subs: list[Submitted], registry: Registry, paper_dir: Path | None) -> dict[str, Page]:
-    """Every page of the site: the overview, methodology and correlations, one page per submission."""
+def _pages(
+    board: Leaderboard, subs: list[Submitted], registry: Registry, paper_dir: Path | None, board_data: str = BOARD_DATA
+) -> dict[str, Page]:
+    """Every page of the site: the overview, methodology and correlations, one page per submission;
+    ``board_data``: where the leaderboard files are, relative to the site's root."""
     by_key = {s.key: s for s in subs}
     rules = board_rules(board)
     common = {
+        "board_data": board_data,
         "subs": subs,
         "n_subs": len(subs),
         "files": [(s.download, s.path.name, s.sha256) for s in subs],
