@@ -338,6 +338,11 @@ def test_a_track_the_explainer_cannot_apply_to_says_why_once_in_place_of_its_tab
     assert not_applicable.count(escaped) == 1 and "Not applicable on this track" in not_applicable
     assert "<table" not in not_applicable and "Examples" not in not_applicable
     assert "<table" in applies and "Not applicable" not in applies
+    # the track's table: no row for gamma there, one line naming it and the reason instead
+    index = (tmp_path / "site" / "index.html").read_text()
+    first, second = index.split('<section class="track"')[1:3]
+    assert 'data-key="gamma"' in first and 'data-key="gamma"' not in second
+    assert second.count(escaped) == 1 and '<a href="explainers/gamma.html">gamma</a>: ' + escaped in second
 
 
 # ----------------------------------------------------------------------------- verdicts

@@ -4,7 +4,7 @@ overlays, and the mean curves (deletion, insertion, the randomisation cascade) a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 from markupsafe import Markup
@@ -14,6 +14,7 @@ from xaibench.publish.board import Leaderboard, rank_ties, track_title
 from xaibench.publish.shapes import Curve, Example, Explained, JsonObject, MetricSummary, Provenance
 from xaibench.site import charts
 from xaibench.site.submitted import Submitted
+from xaibench.site.views.applicable import not_applicable
 from xaibench.site.views.cells import (
     Cell,
     FamilyNote,
@@ -168,31 +169,6 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
             }
         )
     return out
-
-
-def not_applicable(track: Mapping[str, Any]) -> str | None:
-    """Why an explainer applies to none of a track's samples, or None when it applies to some.
-
-    It applies to none when no explanation was computed or cached, at least one failed, and no
-    metric has a value; the reason is the metrics' n/a reasons (one, as a rule: the explainer's
-    own error), the most frequent first, each said once.
-    """
-    explained = track.get("explained")
-    metrics = [m for m in (track.get("metrics") or {}).values() if isinstance(m, dict)]
-    if not isinstance(explained, dict) or not metrics:
-        return None
-    if explained.get("computed", 0) or explained.get("cached", 0) or not explained.get("failed", 0):
-        return None
-    if any(m.get("n") for m in metrics):
-        return None
-    counts: dict[str, int] = {}
-    for m in metrics:
-        reasons = m.get("na_reasons")
-        for reason, count in reasons.items() if isinstance(reasons, dict) else ():
-            counts[str(reason)] = max(counts.get(str(reason), 0), int(count))
-    if not counts:
-        return "no explanation was computed"
-    return "; ".join(sorted(counts, key=lambda r: (-counts[r], r)))
 
 
 def family_order(m: object, metric_id: str) -> tuple[int, int, str]:

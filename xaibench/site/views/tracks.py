@@ -12,6 +12,7 @@ from xaibench.families import POLICIES, family_index
 from xaibench.publish.board import Leaderboard, rank_ties, track_title
 from xaibench.publish.shapes import BoardRow, Provenance
 from xaibench.site.submitted import Submitted
+from xaibench.site.views.applicable import not_applicable
 from xaibench.site.views.cells import (
     Cell,
     FamilyNote,
@@ -53,6 +54,14 @@ class TrackRow(TypedDict):
     others: list[Cell]
 
 
+class NotApplicable(TypedDict):
+    """Explainers that apply to none of a track's samples for one reason."""
+
+    reason: str
+    explainers: list[tuple[str, str | None]]
+    """Their names and page slugs."""
+
+
 class TrackView(TypedDict):
     name: str
     anchor: str
@@ -75,6 +84,9 @@ class TrackView(TypedDict):
     """The metrics without any value on the track."""
     inapplicable_reason: str
     rows: list[TrackRow]
+    """The explainers that apply to the track (references last)."""
+    not_applicable: list[NotApplicable]
+    """The explainers that apply to none of its samples, grouped by reason: said once, not as rows."""
     cost: CostView
     """Each explainer's cost cell (seconds per image, memory) and the quality-against-cost plot
     (:mod:`xaibench.site.views.cost`); shown, never ranked."""
@@ -110,7 +122,16 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
     for r in rows:
         cells[r["explainer"]][r["metric"]] = r
     ties = rank_ties(rows)
-    explainers = sorted(cells, key=lambda x: (is_reference_key(by_key, x), _overall_rank(cells[x]) or 10**9, x))
+    away: dict[str, str] = {}  # explainers that apply to no sample of the track, and why
+    for x in cells:
+        sub = by_key.get(x)
+        reason = not_applicable(sub.data["tracks"].get(track, {})) if sub is not None else None
+        if reason is not None:
+            away[x] = reason
+    explainers = sorted(
+        (x for x in cells if x not in away),
+        key=lambda x: (is_reference_key(by_key, x), _overall_rank(cells[x]) or 10**9, x),
+    )
     body: list[TrackRow] = []
     for x in explainers:
         sub = by_key.get(x)
@@ -149,6 +170,17 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
         "inapplicable": inapplicable,
         "inapplicable_reason": top_reason(by_key, track, [m["id"] for m in inapplicable]),
         "rows": body,
+        "not_applicable": [
+            {
+                "reason": reason,
+                "explainers": [
+                    (by_key[x].name, by_key[x].slug)
+                    for x in sorted(away, key=lambda k: by_key[k].name)
+                    if away[x] == reason
+                ],
+            }
+            for reason in sorted(set(away.values()))
+        ],
         "cost": cost_view(board, track, by_key),
     }
 
