@@ -46,6 +46,7 @@ class FaithfulnessBatch:
     seed: int
     memo: BatchMemo
     source: Any = None  # the batch's saliency array, kept so the memo key (its id) stays unique
+    modality: str = "image"  # "text": (B, D + 1, 1, L) token sequences, zero = padding (DESIGN 12)
 
     @cached_property
     def device_inputs(self) -> torch.Tensor:
@@ -87,6 +88,13 @@ class FaithfulnessBatch:
             return self.forward(image.to(self.device))[0].double().cpu().numpy()
 
         return self.memo.get((OWNER, "p_full", name), build)
+
+
+def model_modality(model: Any) -> str:
+    """What ``model`` takes: ``"text"`` for a model of token sequences only (a
+    :class:`~xaibench.api.TextModel`, or a stand-in declaring ``modalities = ("text",)``), else
+    ``"image"``."""
+    return "text" if tuple(getattr(model, "modalities", ("image",))) == ("text",) else "image"
 
 
 def resize_maps(maps: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -139,6 +147,7 @@ def _build(batch: MetricInput) -> FaithfulnessBatch:
         seed=int(batch.seed),
         memo=batch.memo,
         source=batch.saliency,
+        modality=model_modality(model),
     )
 
 
