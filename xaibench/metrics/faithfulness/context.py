@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaibench.api import BatchMemo, ForwardCounter, MetricInput
+from xaibench.api import BatchMemo, ForwardCounter, MetricInput, model_modality
 from xaibench.imaging import resize_bilinear
 
 OWNER = "faithfulness"
@@ -88,13 +88,6 @@ class FaithfulnessBatch:
             return self.forward(image.to(self.device))[0].double().cpu().numpy()
 
         return self.memo.get((OWNER, "p_full", name), build)
-
-
-def model_modality(model: Any) -> str:
-    """What ``model`` takes: ``"text"`` for a model of token sequences only (a
-    :class:`~xaibench.api.TextModel`, or a stand-in declaring ``modalities = ("text",)``), else
-    ``"image"``."""
-    return "text" if tuple(getattr(model, "modalities", ("image",))) == ("text",) else "image"
 
 
 def resize_maps(maps: np.ndarray, size: tuple[int, int]) -> np.ndarray:
