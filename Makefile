@@ -26,8 +26,11 @@ browser:
 # imported: imgaug 0.4.0 does not import under NumPy 2); --no-deps keeps out opencv, matplotlib
 # and Shapely. metaquantus (the reference tests/test_meta_consistency.py compares MC with) goes
 # into its own folder, never site-packages: its wheel also installs a top-level `tests` package,
-# `Icon` and `.DS_Store` files, and cannot be uninstalled by pip. Every pyproject sets package-dir "" = ".", so editable installs are a plain .pth
-# and setuptools prints no warning.
+# `Icon` and `.DS_Store` files, and cannot be uninstalled by pip. ferret-xai (the reference
+# tests/test_eraser_ferret.py compares ERASER with) goes into its own folder too, without its
+# dependencies (seaborn, shap, spacy, transformers <5, ...): the test imports only its evaluators.
+# Every pyproject sets package-dir "" = ".", so editable installs are a plain .pth and setuptools
+# prints no warning.
 $(VENV)/.installed: pyproject.toml $(PLUGINS) requirements-torch.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
@@ -35,6 +38,7 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS) requirements-torch.txt
 	$(PY) -m pip install --quiet -e '.[test,lint,clip,ray,hf,text]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	$(PY) -m pip install --quiet --no-deps imgaug==0.4.0
 	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/metaquantus metaquantus==0.0.5
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/ferret ferret-xai==0.4.2
 	touch $@
 
 demo: install

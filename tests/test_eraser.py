@@ -73,4 +73,4 @@ def test_they_are_text_only_and_left_out_of_image_selections(registry: manager.R
     image = select_metrics(registry, ["family:faithfulness", "all"])
     text = select_metrics(registry, ["family:faithfulness"], modality="text")
     assert "eraser_comprehensiveness" not in image and "deletion" in image
-    assert sorted(text) == ["deletion", "eraser_comprehensiveness", "eraser_sufficiency"]
+    assert sorted(text) == ["deletion", "eraser_comprehensiveness", "eraser_sufficiency", "insertion"]

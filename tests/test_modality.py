@@ -243,6 +243,7 @@ def test_built_in_components_declare_image_and_list_their_modalities(registry: m
 
     rows = {row["name"]: row for row in component_rows(registry, "explainer")}
     assert rows["gradcam"]["modalities"] == ["image"]
-    assert registry.info("metric", "insertion").modalities == ("image",)
+    assert registry.info("metric", "average_drop").modalities == ("image",)
+    assert registry.info("metric", "insertion").modalities == ("image", "text")
     assert registry.info("metric", "iou").modalities == ("image", "text")
     assert registry.info("dataset", "shapes").modalities == ("image",)

@@ -7,6 +7,7 @@ and integrated gradients equal to the exact per-token contributions."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,58 @@ def test_alignment_on_token_masks_by_hand() -> None:
     near = np.zeros((1, 1, 64), dtype=bool)
     near[0, 0, 2] = True  # the token next to the top one: a miss on text (no tolerance)
     assert al.pointing_game(scores, near).values[0] == 0.0
+
+
+class _SumNet(torch.nn.Module):
+    """Logits ``[0, sum of the tokens' values]``: a token's value is its 1-d embedding."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        total = x[:, 0, 0, :].sum(dim=-1)
+        return torch.stack([torch.zeros_like(total), total], dim=1)
+
+
+class Values(TextModel):
+    """Four tokens: padding 0 (value 0), then values 1, 2 and -1; sequences of 4."""
+
+    name = "values"
+
+    def __init__(self) -> None:
+        self.module = _SumNet()
+        self.embeddings = np.array([[0.0], [1.0], [2.0], [-1.0]], dtype=np.float32)
+        self.pad_id = 0
+        self.max_tokens = 4
+
+    def tokenize(self, words: Any) -> Tokenized:
+        raise NotImplementedError
+
+
+def test_deletion_and_insertion_on_tokens_by_hand() -> None:
+    """Tokens ``[1, 2, 3, pad]`` (values 1, 2, -1, 0) ranked by the map ``[0.1, 0.9, 0.5, 0.3]``:
+    position 1, 2, 3 (padding), 0. Insertion starts from the all-padding sequence (logit 0) and
+    inserts them in that order, one per step (steps = 4): logits 0, 2, 1, 1, 2; deletion removes
+    them (replaces them by padding) in the same order: logits 2, 0, 1, 1, 0. p = sigmoid(logit) of
+    class 1; the value is the trapezoid area over the fractions 0, 1/4, ..., 1."""
+    from xaibench.api import MetricInput, Sample
+    from xaibench.metrics.faithfulness.curves import Deletion, Insertion
+
+    model = Values()
+    ids = np.array([1, 2, 3, 0])
+    batch = MetricInput(
+        saliency=np.array([[[0.1, 0.9, 0.5, 0.3]]]),
+        concepts=None,
+        samples=[Sample(id="s", image=ids)],
+        targets=np.array([1]),
+        inputs=model.preprocess([ids]),
+        model=model,
+    )
+
+    def area(logits: list[float]) -> float:
+        p = [1.0 / (1.0 + np.exp(-z)) for z in logits]
+        return sum(0.25 * (a + b) / 2 for a, b in itertools.pairwise(p))
+
+    inserted = Insertion(steps=4).score(batch)
+    assert inserted.curves is not None and inserted.curves[0] is not None
+    np.testing.assert_allclose(inserted.curves[0]["probability"], 1 / (1 + np.exp(-np.array([0, 2, 1, 1, 2]))))
+    assert inserted.values[0] == pytest.approx(area([0, 2, 1, 1, 2]), abs=1e-7)
+    deleted = Deletion(steps=4).score(batch)
+    assert deleted.values[0] == pytest.approx(area([2, 0, 1, 1, 0]), abs=1e-7)

@@ -131,6 +131,13 @@ class Component:
     modalities: ClassVar[tuple[str, ...]] = ("image",)
 
 
+def model_modality(model: Any) -> str:
+    """What ``model`` takes: ``"text"`` for a model of token sequences only (a :class:`TextModel`,
+    or a stand-in declaring ``modalities = ("text",)``; input ``(B, D + 1, 1, L)``, maps
+    ``(1, L)``), else ``"image"``."""
+    return "text" if tuple(getattr(model, "modalities", ("image",))) == ("text",) else "image"
+
+
 def modality_reason(kind: str, name: str, modalities: Sequence[str], modality: str) -> str:
     """The n/a reason of an explainer or metric that does not support a track's ``modality``."""
     return f"modality: {kind} {name} supports {', '.join(modalities)}, not {modality}"

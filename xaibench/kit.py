@@ -26,7 +26,8 @@ What the kit gives, by task:
 - **images**: :func:`resize_bilinear` (the one resize every map and mask goes through) and
   :func:`from_model_input` (normalised inputs back to [0, 1] pixels);
 - **the model**: :func:`forward_batch` and :func:`chunks` (run many perturbed images through the
-  model in batches sized for the input), :func:`resolve_target_layers` (CAM target layers);
+  model in batches sized for the input), :func:`resolve_target_layers` (CAM target layers),
+  :func:`model_modality` (``"text"`` for a model of token sequences, DESIGN 12);
 - **gradients**: :func:`isolated_grads` (parameters frozen, their ``requires_grad`` and ``.grad``
   restored, benign hook warnings silenced) and :func:`input_gradients` (the target logits'
   gradient with respect to the inputs);
@@ -70,6 +71,7 @@ from xaibench.api import (
     Sample,
     Suite,
     TrackSpec,
+    model_modality,
 )
 from xaibench.imaging import from_model_input, resize_bilinear
 from xaibench.params import Param
@@ -109,6 +111,7 @@ __all__ = [
     "hookimpl",
     "input_gradients",
     "isolated_grads",
+    "model_modality",
     "resize_bilinear",
     "resolve_target_layers",
     "sample_ids",

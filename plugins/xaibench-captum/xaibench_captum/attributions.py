@@ -36,6 +36,7 @@ from xaibench.kit import (
     Param,
     baseline_input,
     forward_batch,
+    model_modality,
     seeded,
 )
 from xaibench_captum.maps import REDUCTIONS, pixel_images, reduce_channels, superpixels
@@ -316,8 +317,16 @@ def _lime_kernel(width: float) -> Callable[..., torch.Tensor]:
 
 class _SuperpixelExplainer(CaptumExplainer):
     """Shared by LIME and KernelSHAP: coalitions of superpixels of a fixed segmentation
-    (see ``xaibench_captum.maps.superpixels``), computed on the image in pixel space."""
+    (see ``xaibench_captum.maps.superpixels``), computed on the image in pixel space.
 
+    On a token sequence (``(B, D + 1, 1, L)``, DESIGN 12) the features are the tokens: each real
+    token (presence channel 1) is one feature and padding never is one (the surrogate sees only
+    the sample's n real tokens; padding stays padding in every coalition); an absent token takes
+    the baseline, ``zero``: its column zeroed, the padding token. The map is ``(1, L)``, 0 on
+    padding; ``segmentation``, ``n_segments`` and ``compactness`` are not used, and the ``black``
+    baseline (a pixel value) does not apply."""
+
+    modalities: ClassVar[tuple[str, ...]] = ("image", "text")  # on text: one feature per real token
     needs: ClassVar[tuple[str, ...]] = ("model_agnostic",)
     default_params: ClassVar[dict[str, Any]] = {
         "n_samples": 64,
@@ -338,6 +347,8 @@ class _SuperpixelExplainer(CaptumExplainer):
         raise NotImplementedError
 
     def attribute(self, model, batch):
+        if model_modality(model) == "text":
+            return self._tokens(model, batch)
         x, targets = batch.x, batch.targets
         images = pixel_images(x, model)
         method = self._method(_forward(model, self.params["output"]))
@@ -360,6 +371,41 @@ class _SuperpixelExplainer(CaptumExplainer):
                 )
             maps.append(attributions[0, 0].detach().cpu().numpy())
         return np.stack(maps)
+
+    def _tokens(self, model, batch) -> np.ndarray:
+        """``(B, 1, L)`` maps on token sequences (class doc): Captum sees ``(1, D + 1, 1, n)``, the n
+        real tokens; its forward puts them back at their places in an all-padding sequence."""
+        if self.params["baseline"] != "zero":
+            raise ValueError(
+                f"explainer {self.name!r}: baseline {self.params['baseline']!r} does not apply to text "
+                "(an absent token is the padding token: baseline 'zero')"
+            )
+        x, targets = batch.x, batch.targets
+        forward = _forward(model, self.params["output"])
+        maps = np.zeros((x.shape[0], 1, x.shape[-1]), dtype=np.float32)
+        for i, s in enumerate(batch.seeds):
+            present = torch.nonzero(x[i, -1, 0] > 0).reshape(-1)  # the real tokens' positions
+            if present.numel() == 0:
+                continue
+            tokens = x[i : i + 1, :, :, present]
+
+            def placed(inp: torch.Tensor, xi: torch.Tensor = x[i], present: torch.Tensor = present) -> torch.Tensor:
+                full = torch.zeros((inp.shape[0], *xi.shape), dtype=inp.dtype, device=inp.device)
+                full[:, :, :, present] = inp
+                return forward(full)
+
+            mask = torch.arange(present.numel(), device=x.device).view(1, 1, 1, -1)
+            with seeded(s), torch.no_grad(), threadpool_limits(limits=1, user_api="blas"):
+                attributions = self._method(placed).attribute(
+                    tokens,
+                    baselines=torch.zeros_like(tokens),
+                    target=int(targets[i]),
+                    feature_mask=mask,
+                    n_samples=self.params["n_samples"],
+                    perturbations_per_eval=forward_batch(int(x.shape[-1])),
+                )
+            maps[i, 0, present.cpu().numpy()] = attributions[0, 0, 0].detach().cpu().numpy()
+        return maps
 
 
 class Lime(_SuperpixelExplainer):

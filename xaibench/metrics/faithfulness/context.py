@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaibench.api import BatchMemo, ForwardCounter, MetricInput
+from xaibench.api import BatchMemo, ForwardCounter, MetricInput, model_modality
 from xaibench.imaging import resize_bilinear
 
 OWNER = "faithfulness"
@@ -46,6 +46,7 @@ class FaithfulnessBatch:
     seed: int
     memo: BatchMemo
     source: Any = None  # the batch's saliency array, kept so the memo key (its id) stays unique
+    modality: str = "image"  # "text": (B, D + 1, 1, L) token sequences, zero = padding (DESIGN 12)
 
     @cached_property
     def device_inputs(self) -> torch.Tensor:
@@ -139,6 +140,7 @@ def _build(batch: MetricInput) -> FaithfulnessBatch:
         seed=int(batch.seed),
         memo=batch.memo,
         source=batch.saliency,
+        modality=model_modality(model),
     )
 
 

@@ -110,9 +110,15 @@ class Deletion(CurveMetric):
 class Insertion(CurveMetric):
     """Insertion AUC: start from a Gaussian-blurred copy (``blur_sigma`` pixels at model input
     size, > 0) and insert original pixels most-salient-first; trapezoid area under p(target)
-    over the inserted fraction, in [0, 1]. Higher is better."""
+    over the inserted fraction, in [0, 1]. Higher is better.
+
+    On a token sequence (DESIGN 12) the start is the all-padding sequence (zero, the explainers'
+    baseline and deletion's fill) and the tokens are inserted in the order of the ``(1, L)`` map,
+    ``steps`` equal steps of the L positions (padding positions insert padding: no change), as
+    deletion removes them; ``blur_sigma`` is not used."""
 
     name = "insertion"
+    modalities = ("image", "text")  # on text, tokens are inserted into the all-padding sequence (DESIGN 12)
     direction = "higher"
     ranking = True
     unit = "AUC of probability over inserted fraction, in [0, 1]"
@@ -132,6 +138,8 @@ class Insertion(CurveMetric):
         return params
 
     def score_batch(self, ctx: FaithfulnessBatch) -> MetricOutput:
+        if ctx.modality == "text":
+            return self._tokens(ctx)
         n_pix = ctx.pixels
         p0 = ctx.clean_probabilities()
         sigma = float(self.params["blur_sigma"])
@@ -147,3 +155,19 @@ class Insertion(CurveMetric):
             return replace(copies[b], masks, ctx.device_inputs[b])
 
         return self.curves(ctx, build, lambda b, c: float(p0[b]) if c == n_pix else None)
+
+    def _tokens(self, ctx: FaithfulnessBatch) -> MetricOutput:
+        """Text: the first k tokens of the map's order come from x, the others are padding (zero)."""
+        n_pos = ctx.pixels
+        p0 = ctx.clean_probabilities()
+        zero = torch.zeros(ctx.inputs.shape[1], 1, 1, device=ctx.device)
+        start = zero.expand(ctx.inputs.shape[1:])
+
+        def known(b: int, count: int) -> float | None:
+            if count == n_pos:
+                return float(p0[b])
+            if count == 0:  # the all-padding sequence: the same for every sample
+                return float(ctx.baseline_probabilities("zeros", zero)[int(ctx.targets[b])])
+            return None
+
+        return self.curves(ctx, lambda b, masks: replace(start, masks, ctx.device_inputs[b]), known)
