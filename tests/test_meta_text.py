@@ -31,10 +31,7 @@ def test_the_ladder_on_tokens_mixes_the_token_ground_truth_with_per_token_noise(
     samples = [tokenized(model, s) for s in PlantedTokensDataset(n=3).samples()]
     inputs = model.preprocess([s.image for s in samples])
     context = ExplainContext(samples=samples)
-    maps = {
-        a: LadderExplainer(a=a).explain(model, inputs, None, seed=7, context=context)
-        for a in (0.0, 0.5, 1.0)
-    }
+    maps = {a: LadderExplainer(a=a).explain(model, inputs, None, seed=7, context=context) for a in (0.0, 0.5, 1.0)}
     truth = np.stack([s.ground_truth.levels for s in samples]).astype(np.float32)  # (3, 1, L): 1, 0.5, 0
     assert maps[0.0].shape == truth.shape == (3, 1, int(model.max_tokens))
     np.testing.assert_array_equal(maps[0.0], truth)
