@@ -24,7 +24,7 @@ from xaibench.publish.examples import render_examples
 from xaibench.publish.validation import validate_file, validate_text
 from xaibench.runner.examples import Example, ExampleSet
 from xaibench.site import build_site
-from xaibench.site.views.tokens import highlight_bin, token_views
+from xaibench.site.views.tokens import highlight_bin, is_text_example, token_views
 
 HOSTILE = ("<script>", '"onmouseover=alert(1)', "&amp;", "plain")
 
@@ -184,6 +184,19 @@ def test_bins_and_views_of_entries_that_are_not_text() -> None:
     ]
     assert token_views({"sample_id": "s", "jpeg": "assets/x.jpg"}) is None
     assert token_views({"tokens": ["a", "b"], "values": [1.0]}) is None  # unpaired: not drawn
+    assert is_text_example({"render": "xaibench-token-highlight/1", "na_reason": "explainer raised"})
+    assert not is_text_example({"render": "xaibench-jet-overlay/1", "na_reason": "explainer raised"})
+
+
+def test_a_text_track_whose_examples_all_failed_says_so_as_text(tmp_path: Path) -> None:
+    subs = write_submissions(tmp_path / "subs", ("alpha", "beta", "gamma"))
+    data = json.loads((subs / "gamma.json").read_text())
+    data["tracks"]["synth-a"]["examples"] = [{"sample_id": "s0", "render": highlight_id(), "na_reason": "no map"}]
+    (subs / "gamma.json").write_text(json.dumps(data))
+    build_site(subs, tmp_path / "site")
+    track = (tmp_path / "site" / "explainers" / "gamma.html").read_text().split('<section class="track"')[1]
+    assert '<div class="noimg">no map</div>' in track and "Canonical token highlights" in track
+    assert "Canonical overlays" not in track and '<p class="tokens">' not in track
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from xaibench.site.views.cells import (
     metric_label,
 )
 from xaibench.site.views.provenance import ExplainedClass, explained_class
-from xaibench.site.views.tokens import TokenView, token_views
+from xaibench.site.views.tokens import TokenView, is_text_example, token_views
 
 CURVE_LABELS = {
     "deletion": ("fraction of pixels removed (most salient first)", "p(target class)"),
@@ -96,6 +96,8 @@ class ExplainerTrack(TypedDict):
     has a value), said once in place of the track's examples, curves and metrics; None otherwise."""
     metrics: list[MetricView]
     examples: list[ShownExample]
+    text_examples: bool
+    """The examples are text ones, drawn as highlighted tokens (:mod:`xaibench.site.views.tokens`)."""
     curves: list[CurveView]
 
 
@@ -168,6 +170,7 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
                 "not_applicable": not_applicable(track),
                 "metrics": metrics,
                 "examples": examples,
+                "text_examples": any(is_text_example(ex) for ex in examples),
                 "curves": curves(sub, track_name, by_key),
             }
         )

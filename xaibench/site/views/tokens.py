@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from xaibench.pasta.highlight import HIGHLIGHT_NAME
+
 BINS = 10
 """Highlight classes: value v in [0, 1] -> ``hl-<min(BINS - 1, floor(BINS * v))>``."""
 
@@ -55,6 +57,11 @@ def token_views(example: Mapping[str, Any]) -> list[TokenView] | None:
         css = f"tok hl-{highlight_bin(number)}" + (" gt" if k in inside else "")
         out.append({"text": str(text), "value": number, "css": css})
     return out
+
+
+def is_text_example(example: Mapping[str, Any]) -> bool:
+    """Whether an example entry is a text one: it holds tokens, or (n/a) names the token highlight."""
+    return "tokens" in example or str(example.get("render", "")).startswith(f"{HIGHLIGHT_NAME}/")
 
 
 def legend() -> list[LegendBin]:
