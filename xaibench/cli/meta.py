@@ -31,6 +31,12 @@ from xaibench.cli.output import fixed
 )
 @click.option("--track", "tracks", multiple=True, help="Only these tracks (repeatable).")
 @click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Use at most this many samples per track in the run and meta's own runs (as xaibench run --limit).",
+)
+@click.option(
     "--output-path",
     type=click.Path(path_type=Path, file_okay=False),
     default=Path("."),
@@ -67,6 +73,7 @@ def meta_(
     suite: str | None,
     explainers: tuple[str, ...],
     tracks: tuple[str, ...],
+    limit: int | None,
     output_path: Path,
     submissions_dir: Path | None,
     out_dir: Path | None,
@@ -93,6 +100,7 @@ def meta_(
         consistency=consistency,
         progress=not quiet,
         protocol=not no_protocol,
+        **({"limit": limit} if limit is not None else {}),
     )
     columns = ["track", "metric", "family", "verdict", "mean tau", "p05 tau", "P(top first)", "n for tau 0.9"]
     protocol = any(c.protocol is not None for t in result.tracks.values() for c in t.cards.values())

@@ -3,6 +3,9 @@
 ``ladder`` with parameter ``a`` in [0, 1] returns E_a = (1 - a) G + a U, G the sample's ground truth
 (multi-level where present, else the mask; resized to the input as ``oracle`` does) and U uniform
 noise in [0, 1] drawn per sample (seeded by the run seed and the sample, the same for every ``a``).
+On text (DESIGN 12) G is the ``(1, L)`` ground truth per token (:func:`xaibench.tokens.tokenized`:
+each token its word's level, padding 0; already the input's length, so never resized) and U one
+value per token, padding included, as ``random`` draws it.
 A valid alignment metric scores E_0 best and worsens as ``a`` grows (``xaibench meta``). It is a
 reference, not a method: never ranked; samples without ground truth get n/a.
 """
@@ -22,6 +25,7 @@ class LadderExplainer(Explainer):
     """E_a = (1 - a) G + a U (see the module doc); a reference for meta-evaluation, not a method."""
 
     name = "ladder"
+    modalities = ("image", "text")
     version = "1.0.0"
     description = "Ground truth mixed with uniform noise, (1 - a) G + a U; reference for xaibench meta, not a method."
     licence = "Apache-2.0"

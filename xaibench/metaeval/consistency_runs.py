@@ -79,8 +79,12 @@ def perturbable(spec: TrackSpec) -> str | None:
     """Why the track's model or dataset cannot be perturbed here, or ``None``."""
     if spec.model not in {m.name for m in MODELS}:
         return f"model {spec.model!r} is not a built-in model (weight noise reaches only those)"
-    if spec.dataset not in {d.name for d in DATASETS}:
+    datasets = {d.name: d for d in DATASETS}
+    if spec.dataset not in datasets:
         return f"dataset {spec.dataset!r} is not a built-in dataset (input noise reaches only those)"
+    modalities = tuple(getattr(datasets[spec.dataset], "modalities", ("image",)))
+    if modalities != ("image",):  # DESIGN 12: a text sample's "image" is its words
+        return f"dataset {spec.dataset!r} is {', '.join(modalities)}: input noise adds to pixels (images only)"
     return None
 
 

@@ -18,13 +18,18 @@ so); the track name and sample id are mapped to file names (:func:`xaibench.safe
 themselves when plain, escaped with ``@XX`` otherwise), so every file lies under ``assets/`` and
 two tracks or samples never share one. Concept explanations are shown as their canonical sentence
 (:func:`xaibench.pasta.render.concept_sentence`), stored in the entry as ``sentence``, with no file.
+Text explanations (DESIGN 12) are shown as their tokens highlighted
+(:func:`xaibench.pasta.highlight.token_highlight`), stored in the entry as data, with no file:
+``tokens`` (the sample's real tokens as text), ``values`` (one per token in [0, 1], 3 decimals; 1
+the most relevant) and, where the sample has a ground truth, ``truth`` (the positions of the
+tokens inside its mask).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,7 @@ import numpy as np
 from PIL import Image
 
 from xaibench.files import write_bytes_atomic
+from xaibench.pasta.highlight import MAX_EXAMPLES, highlight_id, token_highlight
 from xaibench.pasta.render import concept_sentence, render_id, render_overlay
 from xaibench.runner import ExampleSet
 from xaibench.safe_names import checked_name, file_name
@@ -67,19 +73,23 @@ def render_examples(examples: ExampleSet, folder: Path) -> list[dict[str, Any]]:
     """Write the overlays of one explainer's examples on one track; return their submission entries.
 
     An example whose explanation failed gets an entry with ``na_reason`` and no file; concept
-    weights become their canonical sentence.
+    weights become their canonical sentence, a text map its highlighted tokens (no file either;
+    the first :data:`~xaibench.pasta.highlight.MAX_EXAMPLES` examples of a text track only).
     """
     rel_folder = example_folder(examples.explainer, examples.track)
+    text = examples.modality == "text" and examples.kind == "saliency"
     entries: list[dict[str, Any]] = []
-    for position, example in enumerate(examples.examples):
+    for position, example in enumerate(examples.examples[:MAX_EXAMPLES] if text else examples.examples):
         entry: dict[str, Any] = {
             "sample_id": example.sample_id,
             "target": example.target,
             "target_name": example.target_name,
-            "render": render_id(examples.kind),
+            "render": highlight_id() if text else render_id(examples.kind),
         }
         if example.explanation is None:
             entry["na_reason"] = example.na_reason or "no explanation"
+        elif text:
+            entry.update(token_entry(np.asarray(example.explanation), example.tokens or (), example.truth))
         elif examples.kind == "concept":
             entry["sentence"] = concept_sentence(example.explanation, target=example.target_name)
         else:
@@ -89,6 +99,16 @@ def render_examples(examples: ExampleSet, folder: Path) -> list[dict[str, Any]]:
             entry.update(jpeg=rel, sha256=hashlib.sha256(data).hexdigest())
         entries.append(entry)
     return entries
+
+
+def token_entry(explanation: np.ndarray, tokens: Sequence[str], truth: np.ndarray | None) -> dict[str, Any]:
+    """The entry fields of one text example: ``tokens``, ``values`` and, with a ground truth,
+    ``truth`` (:func:`xaibench.pasta.highlight.token_highlight`)."""
+    shown = token_highlight(explanation, tokens, truth)
+    entry: dict[str, Any] = {"tokens": shown.tokens, "values": shown.values}
+    if shown.truth is not None:
+        entry["truth"] = shown.truth
+    return entry
 
 
 def write_examples(sets: Iterable[ExampleSet], folder: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:

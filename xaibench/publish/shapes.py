@@ -195,7 +195,10 @@ class Verification(TypedDict, total=False):
 
 class Example(TypedDict, total=False):
     """One example overlay: the sample, its explained class, the overlay file under ``assets/``
-    (``jpeg``; ``png`` in submissions written before JPEG overlays; never both) and its sha256."""
+    (``jpeg``; ``png`` in submissions written before JPEG overlays; never both) and its sha256;
+    a concept explanation's ``sentence``; or a text explanation's highlighted tokens, no file
+    (:mod:`xaibench.pasta.highlight`): ``tokens``, one of ``values`` per token in [0, 1], and
+    ``truth``, the positions of the tokens inside the ground-truth mask."""
 
     sample_id: str
     target: int
@@ -205,6 +208,9 @@ class Example(TypedDict, total=False):
     png: str
     sha256: str
     sentence: str
+    tokens: list[str]
+    values: list[float]
+    truth: list[int]
     na_reason: str
 
 

@@ -17,7 +17,9 @@ Three layers, every finding reported as ``FILE:LINE:COLUMN: message (at /json/po
    mean and the seeded bootstrap interval recomputed), histogram and curve shapes, disclosure
    vs the explainer's own flags, and, for a file on disk, that each example overlay exists
    under ``assets/``, is a JPEG (``jpeg``) or, in older files, a PNG (``png``; never both keys:
-   the schema says so) and has the recorded sha256.
+   the schema says so) and has the recorded sha256; a text example (``tokens``, DESIGN 12) has one
+   value per token, its ground-truth positions increasing among its tokens, no overlay, at most
+   :data:`MAX_TEXT_EXAMPLES` of them per track (:func:`token_example_errors`).
 4. What a file cannot vouch for itself (the registry is the installed one,
    :func:`xaibench.plugins.manager.get_registry`):
 
@@ -58,6 +60,8 @@ import numpy as np
 
 from xaibench.api import metric_value_range, outside_range
 from xaibench.errors import XaibenchError
+from xaibench.pasta.highlight import HIGHLIGHT_NAME
+from xaibench.pasta.highlight import MAX_EXAMPLES as MAX_TEXT_EXAMPLES
 from xaibench.publish.identity import lookalike_problem
 from xaibench.publish.recompute import MAX_MAGNITUDE, summary_errors, track_intervals
 from xaibench.publish.sample_values import SampleValues
@@ -532,10 +536,15 @@ def consistency_errors(data: SubmissionData, folder: Path | None = None) -> Iter
                 else:
                     yield f"{ptr}/samples{pointer([sample])}", message
             yield from _range_errors(ptr, where, str(metric_id), view, ids, known)
-        for k, example in enumerate(track.get("examples", [])):
+        examples = track.get("examples", [])
+        for k, example in enumerate(examples):
             key = overlay_key(example)
             if key is not None and folder is not None:
                 yield from _asset_errors(f"{base}/examples/{k}/{key}", example, key, folder)
+            yield from token_example_errors(f"{base}/examples/{k}", example)
+        texts = sum(1 for e in examples if isinstance(e, dict) and "tokens" in e)
+        if texts > MAX_TEXT_EXAMPLES:
+            yield f"{base}/examples", f"{texts} text examples: at most {MAX_TEXT_EXAMPLES} per track"
 
 
 def _duplicate(ids: list[str]) -> str | None:
@@ -626,6 +635,28 @@ def _metric_errors(ptr: str, m: MetricSummary, n_samples: int, field: str = "sam
         for key in ("mean", "q25", "q75"):
             if key in curve and len(curve[key]) != size:
                 yield f"{ptr}/curve/{key}", f"{len(curve[key])} points but fraction has {size}"
+
+
+def token_example_errors(ptr: str, example: Any) -> Iterator[tuple[str, str]]:
+    """A text example's highlight (:mod:`xaibench.pasta.highlight`; the schema checked the types,
+    the bounds and the values' range): one value per token, the ground-truth positions increasing
+    and among the tokens, no overlay or sentence beside it, its render a token highlight."""
+    if not isinstance(example, dict) or "tokens" not in example:
+        return
+    tokens, values, truth = example["tokens"], example.get("values", []), example.get("truth")
+    if len(values) != len(tokens):
+        yield f"{ptr}/values", f"{len(values)} values for {len(tokens)} tokens (one per token)"
+    if isinstance(truth, list):
+        if any(b <= a for a, b in itertools.pairwise(truth)):
+            yield f"{ptr}/truth", "the ground-truth positions must increase"
+        if truth and truth[-1] >= len(tokens):
+            yield f"{ptr}/truth", f"ground-truth position {truth[-1]} is beyond the {len(tokens)} tokens"
+    for key in ("jpeg", "png", "sentence"):
+        if key in example:
+            yield f"{ptr}/{key}", f"a text example (tokens) has no {key}"
+    render = example.get("render")
+    if isinstance(render, str) and not render.startswith(f"{HIGHLIGHT_NAME}/"):
+        yield f"{ptr}/render", f"a text example's render is {HIGHLIGHT_NAME}, not {render!r}"
 
 
 def overlay_key(example: Any) -> str | None:

@@ -26,8 +26,10 @@ RENDERED_KINDS = ("saliency", "concept")
 
 @dataclass(frozen=True)
 class Example:
-    """One sample as shown to people: its image (``H x W x 3``), the explained class and its
-    name, and its explanation (a saliency map or concept weights), or ``na_reason``."""
+    """One sample as shown to people: its image (``H x W x 3``; on text its token ids), the
+    explained class and its name, and its explanation (a saliency map or concept weights), or
+    ``na_reason``. On text (DESIGN 12) also ``tokens``, the sample's real tokens as text (padding
+    left out), and ``truth``, its ground-truth mask per token (``(1, L)``; ``None`` without one)."""
 
     sample_id: str
     image: np.ndarray
@@ -35,16 +37,20 @@ class Example:
     target_name: str | None
     explanation: np.ndarray | dict[str, float] | None
     na_reason: str | None = None
+    tokens: tuple[str, ...] | None = None
+    truth: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class ExampleSet:
-    """The examples of one explainer on one track; ``explainer`` is its provenance block."""
+    """The examples of one explainer on one track; ``explainer`` is its provenance block,
+    ``modality`` the track's (``"image"`` or ``"text"``)."""
 
     track: str
     explainer: dict[str, Any]
     kind: str
     examples: list[Example] = field(default_factory=list)
+    modality: str = "image"
 
 
 def collect_examples(
@@ -65,9 +71,11 @@ def collect_examples(
     ``have`` holds explanations already computed this run (sample id -> map) and ``failed``
     the reasons of those that failed this run (not retried); the others are read from the
     explanation cache or, without one, computed again (``k`` samples only). A sample whose
-    explanation failed gets its ``na_reason``. Kinds without a rendering get no examples.
+    explanation failed gets its ``na_reason``. Kinds without a rendering get no examples. On a
+    text track each example also carries its tokens and ground-truth mask (:class:`Example`).
     """
-    out = ExampleSet(track=track.spec.name, explainer=explainer_block, kind=explainer.kind)
+    text = track.modality == "text"
+    out = ExampleSet(track=track.spec.name, explainer=explainer_block, kind=explainer.kind, modality=track.modality)
     if k <= 0 or explainer.kind not in RENDERED_KINDS:
         return out
     chosen = track.samples[:k]
@@ -92,6 +100,8 @@ def collect_examples(
                 target_name=labels[target] if 0 <= target < len(labels) else None,
                 explanation=maps.get(sample.id),
                 na_reason=None if sample.id in maps else failures.get(sample.id, "no explanation"),
+                tokens=tuple(str(t) for t in sample.meta.get("tokens", ())) if text else None,
+                truth=sample.ground_truth.binary() if text and sample.ground_truth is not None else None,
             )
         )
     return out

@@ -417,7 +417,7 @@ class Runner:
         if missing:
             self.explain(state, missing)
             self.score(state, len(missing))
-        if self.config.examples > 0 and state.track.modality == "image":  # text: no token view yet (issue 46)
+        if self.config.examples > 0:
             self.examples.append(self.collect_examples(state))
         return self.summarise(state)
 

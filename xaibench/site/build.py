@@ -52,6 +52,7 @@ from xaibench.site.views.explainers import explainer_tracks
 from xaibench.site.views.meta import known_answer_table, meta_tracks
 from xaibench.site.views.methodology import methodology
 from xaibench.site.views.overview import overview
+from xaibench.site.views.tokens import legend
 from xaibench.site.views.tracks import place_tracks, track_view
 from xaibench.site.writer import Page, write_site
 
@@ -226,6 +227,7 @@ def _pages(
                 "tracks": explainer_tracks(sub, board, by_key),
                 "verification": verification_view(board, sub.key, sub),
                 "flags": all_flags(board, sub.key),
+                "highlight_legend": legend(),
                 **common,
             },
         )

@@ -1,5 +1,6 @@
 """One page per submission: per track its ranks, each metric with its distribution, the example
-overlays, and the mean curves (deletion, insertion, the randomisation cascade) against the others."""
+overlays (on text: highlighted tokens, :mod:`xaibench.site.views.tokens`), and the mean curves
+(deletion, insertion, the randomisation cascade) against the others."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from xaibench.site.views.cells import (
     metric_label,
 )
 from xaibench.site.views.provenance import ExplainedClass, explained_class
+from xaibench.site.views.tokens import TokenView, is_text_example, token_views
 
 CURVE_LABELS = {
     "deletion": ("fraction of pixels removed (most salient first)", "p(target class)"),
@@ -61,6 +63,8 @@ class MetricView(TypedDict):
 class ShownExample(Example, total=False):
     src: str | None
     """The overlay's site-relative path, None when it is missing or could not be verified."""
+    highlight: list[TokenView] | None
+    """A text example's tokens as drawn (:func:`xaibench.site.views.tokens.token_views`); None otherwise."""
 
 
 class CurveView(TypedDict):
@@ -93,6 +97,8 @@ class ExplainerTrack(TypedDict):
     has a value), said once in place of the track's examples, curves and metrics; None otherwise."""
     metrics: list[MetricView]
     examples: list[ShownExample]
+    text_examples: bool
+    """The examples are text ones, drawn as highlighted tokens (:mod:`xaibench.site.views.tokens`)."""
     curves: list[CurveView]
 
 
@@ -142,7 +148,7 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
             )
         examples: list[ShownExample] = []
         for k, ex in enumerate(track.get("examples", [])):
-            examples.append({**ex, "src": sub.overlays.get((track_name, k))})
+            examples.append({**ex, "src": sub.overlays.get((track_name, k)), "highlight": token_views(ex)})
         present = {str(m.get("family")) for m in track.get("metrics", {}).values() if isinstance(m, dict)}
         families = [
             (f, cell(rows.get(f"rank:{f}"), ties, hide_flags=tuple(flags)))
@@ -165,6 +171,7 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
                 "not_applicable": not_applicable(track),
                 "metrics": metrics,
                 "examples": examples,
+                "text_examples": any(is_text_example(ex) for ex in examples),
                 "curves": curves(sub, track_name, by_key),
             }
         )
