@@ -6,6 +6,7 @@ from xaibench.api import Model
 from xaibench.models.efficientnet_lite import EfficientNetLite0
 from xaibench.models.imdb_cnn import ImdbCNN
 from xaibench.models.mechanism import MechanismModel
+from xaibench.models.minilm_imdb import MiniLMImdb
 from xaibench.models.planted_tokens import PlantedTokensModel
 from xaibench.models.shapes_cbm import ShapesCBM
 from xaibench.models.shapes_cnn import ShapesCNN
@@ -19,6 +20,7 @@ MODELS: list[type[Model]] = [
     MechanismModel,
     PlantedTokensModel,
     ImdbCNN,
+    MiniLMImdb,
     EfficientNetLite0,
     TimmModel,
 ]
