@@ -42,6 +42,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -190,13 +191,16 @@ def train_head(net: MiniLMClassifier, wordpiece: WordPiece) -> float:
     rows = np.sort(np.concatenate([rng.permutation(train[labels[train] == c])[:per_class] for c in (0, 1)]))
     vectors = sentence_vectors(net, _review_tokens(wordpiece, rows), TRAIN["batch"])
     folds = StratifiedKFold(TRAIN["folds"], shuffle=True, random_state=TRAIN["seed"])
-    fit = LogisticRegressionCV(Cs=TRAIN["Cs"], cv=folds, max_iter=5000).fit(vectors, labels[rows])
+    search = LogisticRegressionCV(Cs=TRAIN["Cs"], cv=folds, scoring="accuracy", max_iter=5000)
+    with warnings.catch_warnings():  # scikit-learn 1.9 announces new defaults; these settings name theirs
+        warnings.simplefilter("ignore", FutureWarning)
+        fit = search.fit(vectors, labels[rows])
     w = torch.as_tensor(fit.coef_[0], dtype=torch.float32)
     b = float(fit.intercept_[0])
     with torch.no_grad():
         net.head.weight.copy_(torch.stack([-w / 2, w / 2]))
         net.head.bias.copy_(torch.tensor([-b / 2, b / 2]))
-    return float(fit.C_[0])
+    return float(np.ravel(fit.C_)[0])
 
 
 def build(encoder: str | os.PathLike[str] | None = None) -> tuple[MiniLMClassifier, WordPiece, str]:
