@@ -14,12 +14,12 @@ probabilities (rows: queries, columns: keys), and a forward hook on it reads the
 (:func:`capture_attention`).
 
 Soft presence. :meth:`MiniLMEncoder.forward` takes each position's weight ``w`` in [0, 1] (1: a
-token, 0: absent) and adds ``log(max(w, tiny))`` to every query's score for that key, so a key of
-weight ``w`` counts as ``w`` copies of itself in the softmax: ``w = 1`` is an ordinary token,
-``w = 0`` a key no query sees (its probability underflows to exactly 0 in float32). Between the
-two the model is smooth, which is what integrated gradients' path from the all-padding baseline
-needs; BERT's usual additive ``-10000 (1 - w)`` would keep a token all but absent until ``w``
-is within 1e-3 of 1.
+token, 0: absent) and adds ``log w`` to every query's score for that key, so a key of weight
+``w`` counts as ``w`` copies of itself in the softmax: ``w = 1`` is an ordinary token, ``w <= 0``
+a key no query sees (score ``-inf``: probability exactly 0, and no gradient reaches it). Between
+the two the model is smooth, which is what integrated gradients' path from the all-padding
+baseline needs; BERT's usual additive ``-10000 (1 - w)`` would keep a token all but absent until
+``w`` is within 1e-3 of 1. At least one position must have ``w > 0``.
 """
 
 from __future__ import annotations
@@ -147,13 +147,16 @@ class MiniLMEncoder(nn.Module):
 
     def forward(self, words: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """``(B, N, D)`` word embeddings at positions 0..N-1 and ``(B, N)`` presence weights
-        (module doc: 1 a token, 0 absent) -> ``(B, N, D)`` last hidden states."""
+        (module doc: 1 a token, 0 absent; some ``> 0`` in every row) -> ``(B, N, D)`` last hidden
+        states."""
         n = int(words.shape[1])
         if n > self.config.max_position_embeddings:
             raise XaibenchError(f"MiniLM reads at most {self.config.max_position_embeddings} positions, got {n}")
         hidden = words + self.position_embeddings.weight[:n] + self.token_type_embeddings.weight[0]
         hidden = self.norm(hidden)
-        bias = torch.log(weights.clamp(min=torch.finfo(hidden.dtype).tiny))
+        absent = weights <= 0
+        # log of the clamped weight, then -inf where absent: no NaN gradient from log(0)
+        bias = torch.log(weights.clamp(min=torch.finfo(hidden.dtype).tiny)).masked_fill(absent, float("-inf"))
         for layer in self.layers:
             hidden = layer(hidden, bias)
         return hidden

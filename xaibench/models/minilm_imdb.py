@@ -15,7 +15,9 @@ Input. :class:`~xaibench.api.TextModel`'s ``(B, 385, 1, L)``: each token's word 
 embedding back, prepends ``[CLS]``, adds position and token-type embeddings, and runs the encoder
 with presence as soft attention weights (:class:`~xaibench.models.minilm.MiniLMEncoder`: a key of
 presence ``w`` counts as ``w`` copies of itself; 0 is exactly absent; negative presence counts as
-0). The sentence vector is the mean of the last hidden states weighted by presence (``[CLS]``
+0, and at or below 0 the gradient with respect to presence is 0: padding gets no attribution from
+gradients; the derivative from above, what adding the ``[PAD]`` token there would do, is not
+taken). The sentence vector is the mean of the last hidden states weighted by presence (``[CLS]``
 weight 1), L2-normalised, as sentence-transformers pools this model; the head maps it to the
 logits ``(-s/2, s/2)`` of a logistic regression's score ``s`` (softmax = the regression's
 probability). Trailing columns whose presence is 0 in every row are dropped before the encoder:
@@ -118,7 +120,8 @@ class MiniLMClassifier(nn.Module):
         words = x[:, :d, 0, :n].transpose(1, 2) + table[self.pad_id]
         b = int(x.shape[0])
         words = torch.cat([table[self.cls_id].expand(b, 1, d), words], dim=1)
-        weights = torch.cat([presence.new_ones(b, 1), presence[:, :n].clamp(min=0)], dim=1)
+        kept = presence[:, :n]
+        weights = torch.cat([presence.new_ones(b, 1), kept * (kept > 0)], dim=1)  # no gradient at or below 0
         return words, weights
 
     def sentence(self, x: torch.Tensor) -> torch.Tensor:
