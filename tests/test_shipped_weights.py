@@ -75,8 +75,8 @@ def test_shipped_weights_serve_only_their_training_configuration(tmp_path):
 
 def test_the_manifest_records_the_shipped_models_accuracy():
     for key, entry in manifest().items():
-        if key == "imdb-cnn":
-            continue  # a text model: tests/test_imdb_text.py checks its held-out accuracy
+        if key in ("imdb-cnn", "minilm-imdb"):
+            continue  # text models: tests/test_imdb_text.py and tests/test_minilm_text.py check them
         got = held_out_accuracy(_build(key))
         assert got.keys() == entry["accuracy"].keys()
         for name, value in got.items():
