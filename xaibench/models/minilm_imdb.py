@@ -35,7 +35,8 @@ never), embedded at :data:`MAX_TOKENS` tokens; scikit-learn's ``LogisticRegressi
 rewrites the shipped head (``xaibench/data/models/minilm-imdb.safetensors``, float32, 3 kB), the
 encoder file's sha256 and the held-out accuracy (all 5,000 held-out reviews at
 :data:`MAX_TOKENS` tokens, and the first :data:`CHECK_REVIEWS` of them, which the tests
-re-measure) in its metadata and in the manifest. It takes about 15 minutes on one busy core.
+re-measure) in its metadata and in the manifest. It took 25 minutes on one core of a busy
+2-core machine (half embedding the training reviews, half measuring the held-out ones).
 """
 
 from __future__ import annotations
