@@ -48,6 +48,7 @@ def test_meta_on_the_text_suite_finds_the_alignment_metrics_valid_and_random_las
     result = xaibench.meta(
         ["gradient", "input-x-gradient", "random"],
         suite="text",
+        tracks=["planted-tokens", "imdb"],  # imdb-minilm: a transformer, slow on a CPU (tests/test_minilm_text.py)
         metrics=[*ALIGNMENT, "deletion"],
         limit=8,
         output_path=tmp_path / "out",
