@@ -68,9 +68,36 @@ def _imdb_cnn() -> tuple[TextModel, list[np.ndarray]]:
     return model, out
 
 
+def _minilm() -> tuple[TextModel, list[np.ndarray]]:
+    """MiniLM with its head (the transformer the issue names; [CLS] is inside the module, so the
+    explained tokens are the review's own): two sentences and 60 random vocabulary words (a 1 %
+    threshold is no rationale below 100 tokens; the 256-token cost of a transformer is kept out)."""
+    from xaibench.errors import XaibenchError
+    from xaibench.models.minilm_imdb import MiniLMImdb
+
+    try:
+        model = MiniLMImdb()
+    except XaibenchError as exc:
+        pytest.skip(f"minilm-imdb cannot load: {exc}")
+    sentences = [
+        "this movie was absolutely wonderful and i loved the acting",
+        "the plot was boring and the ending was a terrible mess , not worth it",
+    ]
+    token_lists = [list(model.tokenize(text.split()).ids) for text in sentences]
+    rng = np.random.default_rng(46)
+    token_lists.append(rng.integers(1000, len(model.embeddings), 60).tolist())
+    out = []
+    for ids in token_lists:
+        row = np.full(model.max_tokens, model.pad_id, dtype=np.int64)
+        row[: len(ids)] = ids
+        out.append(row)
+    return model, out
+
+
 MODELS: dict[str, Callable[[], tuple[TextModel, list[np.ndarray]]]] = {
     "planted-tokens": _planted,
     "imdb-cnn": _imdb_cnn,
+    "minilm-imdb": _minilm,
 }
 
 
