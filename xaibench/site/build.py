@@ -120,15 +120,14 @@ def site_contents(
 
         registry = get_registry()
     shown, overlays = submitted(subs, board, submissions_dir, linked)
-    data: dict[str, str | bytes] = {
-        **(
-            {"data/leaderboard.csv": to_csv(board.rows), "data/leaderboard.json": to_json(board)}
-            if linked is None
-            else {}  # linked: the board folder's own leaderboard files, the site's parent
-        ),
-        **({} if linked is not None else {f"data/submissions/{s.slug}.json": s.raw for s in shown}),
-        **overlays,
-    }
+    copies: dict[str, str | bytes] = {}  # linked: the board folder's files and the submissions, in place
+    if linked is None:
+        copies = {
+            "data/leaderboard.csv": to_csv(board.rows),
+            "data/leaderboard.json": to_json(board),
+            **{f"data/submissions/{s.slug}.json": s.raw for s in shown},
+        }
+    data: dict[str, str | bytes] = {**copies, **overlays}
     return _pages(board, shown, registry, paper_dir, BOARD_DATA if linked is None else LINKED_BOARD_DATA), data
 
 

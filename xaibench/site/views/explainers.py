@@ -93,8 +93,8 @@ class ExplainerTrack(TypedDict):
     not_ranked: list[FamilyNote]
     flags: list[str]
     not_applicable: str | None
-    """Why the explainer applies to no sample of the track (every explanation failed and no metric
-    has a value), said once in place of the track's examples, curves and metrics; None otherwise."""
+    """Why the explainer applies to no sample of the track (:func:`~xaibench.site.views.applicable.not_applicable`),
+    said once in place of the track's examples, curves and metrics (then left empty); None otherwise."""
     metrics: list[MetricView]
     examples: list[ShownExample]
     text_examples: bool
@@ -107,6 +107,7 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
     out: list[ExplainerTrack] = []
     for track_name in sorted(sub.data["tracks"]):
         track = sub.data["tracks"][track_name]
+        reason = not_applicable(track)
         track_rows = [r for r in board.rows if r["track"] == track_name]
         metric_rows = [r for r in track_rows if not r["metric"].startswith("rank:")]
         rows = {r["metric"]: r for r in track_rows if r["explainer"] == sub.key}
@@ -115,7 +116,8 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
         fam_info = families_on(board, track_name)
         flags = explainer_flags(board, sub.key, track_name)
         metrics: list[MetricView] = []
-        for metric_id in sorted(track.get("metrics", {}), key=lambda m: family_order(track["metrics"][m], m)):
+        shown_metrics = {} if reason else track.get("metrics", {})  # not applicable: nothing of it is drawn
+        for metric_id in sorted(shown_metrics, key=lambda m: family_order(track["metrics"][m], m)):
             m = track["metrics"][metric_id]
             hist = m.get("histogram") if isinstance(m.get("histogram"), dict) else None
             known = metric_id in {r["metric"] for r in metric_rows}
@@ -147,7 +149,7 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
                 }
             )
         examples: list[ShownExample] = []
-        for k, ex in enumerate(track.get("examples", [])):
+        for k, ex in enumerate([] if reason else track.get("examples", [])):
             examples.append({**ex, "src": sub.overlays.get((track_name, k)), "highlight": token_views(ex)})
         present = {str(m.get("family")) for m in track.get("metrics", {}).values() if isinstance(m, dict)}
         families = [
@@ -168,11 +170,11 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
                 "families": families,
                 "not_ranked": family_notes(fam_info, present),
                 "flags": flags,
-                "not_applicable": not_applicable(track),
+                "not_applicable": reason,
                 "metrics": metrics,
                 "examples": examples,
                 "text_examples": any(is_text_example(ex) for ex in examples),
-                "curves": curves(sub, track_name, by_key),
+                "curves": [] if reason else curves(sub, track_name, by_key),
             }
         )
     return out
