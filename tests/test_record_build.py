@@ -27,7 +27,7 @@ from xaibench.errors import XaibenchError
 from xaibench.record import missing_work, record_paths
 from xaibench.results import records
 from xaibench.runner.pins import check_revisions
-from xaibench.suites.record import RECORD_SUITE, RECORD_TRACKS, REVISIONS, RecordSuite
+from xaibench.suites.record import MECHANISM_SAMPLES, RECORD_SUITE, RECORD_TRACKS, REVISIONS, Pinned, RecordSuite
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 TIMING = {"created", "started", "explain_seconds", "wall_time_s", "seconds", "run_id", "explained", "cost"}
@@ -69,7 +69,7 @@ def test_the_official_suite_declares_every_track_and_pins_each_dataset() -> None
         made = MechanismsDataset(**spec.dataset_params)
         assert (
             (REVISIONS[spec.name].revision, REVISIONS[spec.name].samples)
-            == (made.revision, 64)
+            == (made.revision, MECHANISM_SAMPLES)  # as many as the other synthetic tracks (DESIGN 10)
             == (
                 made.revision,
                 len(made),
@@ -103,7 +103,7 @@ def test_the_shipped_synthetic_datasets_are_the_pinned_ones() -> None:
             dataset = registry.create("dataset", row.spec.dataset, **row.spec.dataset_params)
             pinned = REVISIONS[row.spec.name]
             assert (dataset.revision, len(dataset)) == (pinned.revision, pinned.samples), row.spec.name
-            assert pinned.samples == (64 if row.spec.dataset == "mechanisms" else 256)
+            assert pinned.samples == 256  # every synthetic track, mechanisms included (DESIGN 10)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data (the real datasets of the record)")
@@ -134,6 +134,23 @@ def test_missing_work_is_every_track_but_those_the_submission_holds(tmp_path: Pa
         json.dumps({**base, "suite": "default", "seed": 0, "tracks": {"shapes": {}}})
     )
     assert missing_work(tmp_path, "gradient", tracks) == tracks  # another suite's file: all again
+
+
+def test_missing_work_recomputes_a_track_whose_pin_changed_and_keeps_the_others(tmp_path: Path) -> None:
+    def held(revision: str, n: int) -> dict:
+        return {"provenance": {"dataset": {"revision": revision}, "n_samples": n}}
+
+    base = {"schema": "xaibench.submission/2", "explainer": {"name": "gradient"}, "run": {"limit": None}}
+    tracks = {"shapes": held("aaaa", 256), "mechanism-confined": held("bbbb", 64)}
+    (tmp_path / "gradient.json").write_text(json.dumps({**base, "suite": RECORD_SUITE, "seed": 0, "tracks": tracks}))
+    names = ["shapes", "mechanism-confined", "photos"]
+    assert missing_work(tmp_path, "gradient", names) == ["photos"]  # without pins: presence only
+    pins = {"shapes": Pinned("aaaa", 256), "mechanism-confined": Pinned("cccc", 256)}
+    assert missing_work(tmp_path, "gradient", names, pins=pins) == ["mechanism-confined", "photos"]
+    pins["mechanism-confined"] = Pinned("bbbb", 256)  # the same revision, another sample count
+    assert missing_work(tmp_path, "gradient", names, pins=pins) == ["mechanism-confined", "photos"]
+    pins["mechanism-confined"] = Pinned("bbbb", 64)
+    assert missing_work(tmp_path, "gradient", names, pins=pins) == ["photos"]
 
 
 def build_command(root: Path) -> list[str]:

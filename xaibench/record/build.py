@@ -10,7 +10,8 @@ what runs write:
 
 :func:`build_record` computes only what is missing: an explainer whose submission already holds
 every track of the suite is skipped, and one that lacks some tracks runs on those alone (adding
-an explainer computes only that explainer). Its runs go to an ignored workdir
+an explainer computes only that explainer; a track whose dataset pin changed, such as a new sample
+count, is recomputed for every explainer and the rest kept). Its runs go to an ignored workdir
 (``.xaibench/record/<suite>/``: records, explanation cache), so a killed regeneration resumes
 where it stopped, and each finished explainer's submission is written atomically at once (the
 unit that is committed between sessions). Progress is one line per explainer with the time so far
@@ -20,18 +21,19 @@ and an estimate of what is left.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from xaibench.errors import XaibenchError
 from xaibench.plugins.manager import Registry, get_registry
 from xaibench.publish.submission import load_submission, submission_filename, write_run
 from xaibench.runner import API, DEFAULT_EXECUTOR, Runner, data_dir, make_run_config, resolve_explainers
 from xaibench.safe_names import checked_name
-from xaibench.suites.record import RECORD_SUITE, RECORD_TRACKS, missing_tracks
+from xaibench.suites.record import RECORD_SUITE, RECORD_TRACKS, REVISIONS, Pinned, missing_tracks
 
-__all__ = ["RecordPaths", "RecordProgress", "build_record", "missing_work", "record_paths"]
+__all__ = ["RecordPaths", "RecordProgress", "build_record", "missing_work", "record_paths", "unpinned_tracks"]
 
 RECORD_ROOT = Path("record")
 """Where records live, relative to the repository root (the folder xaibench runs in)."""
@@ -61,11 +63,18 @@ def record_paths(suite: str = RECORD_SUITE, root: Path = RECORD_ROOT, workdir: P
 
 
 def missing_work(
-    submissions: Path, explainer: str, tracks: Sequence[str], suite: str = RECORD_SUITE, limit: int | None = None
+    submissions: Path,
+    explainer: str,
+    tracks: Sequence[str],
+    suite: str = RECORD_SUITE,
+    limit: int | None = None,
+    pins: Mapping[str, Pinned] | None = None,
 ) -> list[str]:
     """The tracks of ``tracks`` that ``explainer``'s record submission (default parameters, in
     ``submissions``) does not hold yet; all of them when it has none, or one of another suite,
-    seed or sample limit (it is then rewritten whole)."""
+    seed or sample limit (it is then rewritten whole). With ``pins`` (track -> the dataset
+    revision and sample count the suite pins), a track held at another revision or sample count
+    (a pin that changed since it was computed) is missing too, and is recomputed alone."""
     path = submissions / submission_filename(explainer, "", default_params=True)
     if not path.exists():
         return list(tracks)
@@ -73,7 +82,24 @@ def missing_work(
     if data.get("suite") != suite or data.get("seed") != RECORD_SEED or data.get("run", {}).get("limit") != limit:
         return list(tracks)
     have = data.get("tracks", {})
-    return [t for t in tracks if t not in have]
+    stale = unpinned_tracks(have, pins or {})
+    return [t for t in tracks if t not in have or t in stale]
+
+
+def unpinned_tracks(tracks: Mapping[str, Any], pins: Mapping[str, Pinned]) -> dict[str, str]:
+    """The tracks of a submission's ``tracks`` that were not computed on the dataset ``pins`` names
+    for them (another revision or sample count), each with one line saying what differs."""
+    out: dict[str, str] = {}
+    for name, track in tracks.items():
+        pin = pins.get(name)
+        provenance = (track.get("provenance") if isinstance(track, Mapping) else None) or {}
+        revision = (provenance.get("dataset") or {}).get("revision")
+        if pin is not None and (revision, provenance.get("n_samples")) != (pin.revision, pin.samples):
+            out[name] = (
+                f"computed on dataset revision {revision} ({provenance.get('n_samples')} samples); "
+                f"the suite pins {pin.revision} ({pin.samples} samples)"
+            )
+    return out
 
 
 @dataclass
@@ -123,7 +149,8 @@ def build_record(
             )
         real = {t.spec.name for t in RECORD_TRACKS if t.real}
         names = resolve_explainers(registry, list(explainers))
-        todo = [(n, missing_work(paths.submissions, n, wanted, suite, limit)) for n in names]
+        pins = REVISIONS if suite == RECORD_SUITE and limit is None else None
+        todo = [(n, missing_work(paths.submissions, n, wanted, suite, limit, pins)) for n in names]
         todo = [(n, m) for n, m in todo if m]
         out.skipped = [n for n in names if n not in {n for n, _ in todo}]
         say(f"record {suite}: {len(names)} explainers, {len(out.skipped)} complete, {len(todo)} to compute")

@@ -4,13 +4,16 @@ record's rows, and the whole check of the committed record (the command line pri
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from xaibench.publish.validation import submission_files, validate_file
 from xaibench.record.board import check_record_board
-from xaibench.record.build import record_paths
+from xaibench.record.build import record_paths, unpinned_tracks
 from xaibench.record.readme import START, readme_problem
+from xaibench.suites.record import RECORD_SUITE, REVISIONS
 
 
 def record_readme(root: Path) -> Path | None:
@@ -47,12 +50,29 @@ def run_validity_tests(
 
 def record_problems(root: Path, suite: str, *, bundle_dir: Path | None) -> list[str]:
     """What is wrong with the committed record of ``suite`` in ``root``, one line each: a submission
-    that does not validate, a meta or board (or the bundle in ``bundle_dir``) that its rebuild
-    from the submissions does not reproduce byte for byte, a README whose rows are stale."""
+    that does not validate or holds a track computed on another dataset than the suite pins, a meta
+    or board (or the bundle in ``bundle_dir``) that its rebuild from the submissions does not
+    reproduce byte for byte, a README whose rows are stale."""
     folder = root / suite
-    problems = [str(issue) for path in submission_files([folder / "submissions"]) for issue in validate_file(path)]
+    files = submission_files([folder / "submissions"])
+    problems = [str(issue) for path in files for issue in validate_file(path)]
+    if suite == RECORD_SUITE:
+        problems += [
+            f"{path}: track {track} {why}: rerun xaibench record build"
+            for path in files
+            for track, why in unpinned_tracks(_tracks(path), REVISIONS).items()
+        ]
     problems += check_record_board(folder, suite, bundle_dir=bundle_dir)
     readme = record_readme(root)
     if readme is not None and (problem := readme_problem(readme, folder, suite)) is not None:
         problems.append(problem)
     return problems
+
+
+def _tracks(path: Path) -> dict[str, Any]:
+    """The tracks of the submission file ``path`` (none when it does not read: its validation says why)."""
+    try:
+        tracks = json.loads(path.read_text(encoding="utf-8")).get("tracks")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return tracks if isinstance(tracks, dict) else {}
