@@ -196,6 +196,41 @@ def test_on_a_text_track_image_only_components_are_na_with_the_modality_reason_s
     )
 
 
+def test_the_board_gives_an_explainer_that_applies_to_no_sample_no_row_and_one_line_per_reason(
+    text_registry: manager.Registry, tmp_path: Path
+) -> None:
+    from rich.console import Console
+
+    from xaibench.publish.board import build_leaderboard
+    from xaibench.publish.submission import write_run
+    from xaibench.publish.writers import print_leaderboard, to_csv, to_markdown
+
+    config = RunConfig(
+        explainers=["token-weight", "random", "gradcam"],
+        metrics=["top_token_hit"],
+        suite_tracks=[TEXT_TRACK],
+        workdir=tmp_path / "work",
+        examples=0,
+        executor="inprocess",
+    )
+    write_run(run(config, text_registry), text_registry, tmp_path / "subs")
+    board = build_leaderboard(tmp_path / "subs", keep_bytes=False)
+    reason = modality_reason("explainer", "gradcam", ("image",), "text")
+    assert board.away("tiny-text") == {"gradcam": reason}
+    said = f"n/a here: gradcam ({reason})"
+    md = to_markdown(board)
+    table = md.split("## tiny-text")[1]
+    assert "| gradcam |" not in md and table.count(said) == 1 and "| token-weight |" in table
+    console = Console(record=True, width=160)
+    print_leaderboard(board, console)
+    text = console.export_text()
+    flat = " ".join(text.split())  # the caption under a narrow table wraps at spaces
+    assert flat.count(said) == 1 and "gradcam │" not in text and "token-weight" in text
+    # the data files keep every row (n/a, with its count) for whoever reads them
+    assert any(r["explainer"] == "gradcam" and r["value"] is None for r in board.rows)
+    assert "gradcam" in to_csv(board.rows)
+
+
 def test_a_model_that_does_not_take_the_datasets_modality_is_a_track_error(text_registry: manager.Registry) -> None:
     dataset = text_registry.create("dataset", "tiny-tokens")
     model = text_registry.create("model", "shapes-cnn")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from xaibench.families import POLICIES
+from xaibench.publish.applicable import away_from
 from xaibench.publish.gate import Gate, read_gate
 from xaibench.publish.leaderboard import (
     NEVER_RANKED,
@@ -95,6 +96,11 @@ class Leaderboard:
 
     def track_names(self) -> list[str]:
         return sorted({r["track"] for r in self.rows})
+
+    def away(self, track: str) -> dict[str, str]:
+        """The explainers that apply to none of ``track``'s samples, and why: they get no row in
+        the track's tables, only one line per reason (:mod:`xaibench.publish.applicable`)."""
+        return away_from(track, self.submissions, self.rows)
 
 
 def meta_file(submissions_dir: Path) -> Path:

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from xaibench.families import POLICIES, family_index, policy_of
 from xaibench.files import csv_text, dumps_readable, write_text_atomic
+from xaibench.publish.applicable import said_once
 from xaibench.publish.board import (
     CLAIMED_FAILED,
     CLAIMED_VERIFIED,
@@ -203,7 +204,11 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
 
     ties = rank_ties(rows)
     body = []
-    order_x = sorted(by_explainer, key=lambda x: (by_explainer[x].get("rank:overall", {}).get("rank") or 10**6, x))
+    away = board.away(track)
+    order_x = sorted(
+        (x for x in by_explainer if x not in away),
+        key=lambda x: (by_explainer[x].get("rank:overall", {}).get("rank") or 10**6, x),
+    )
     for x in order_x:
         cells = by_explainer[x]
         info = board.explainers.get(x, {})
@@ -234,6 +239,12 @@ def track_table(board: Leaderboard, track: str) -> tuple[list[str], list[list[st
     return header, body
 
 
+def away_lines(board: Leaderboard, track: str) -> list[str]:
+    """The lines under a track's table naming, once per reason, the explainers with no row there
+    because they apply to none of its samples (e.g. an image-only explainer on a text track)."""
+    return said_once(board.away(track), lambda key: label_of(board, key))
+
+
 def _metric_cell(c: BoardRow, ties: dict[tuple[str, int], int], header_note: str) -> str:
     text = _fmt(c["value"], c["ci_low"], c["ci_high"])
     if c["rank"] is not None:
@@ -253,7 +264,10 @@ def summary_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     tracks = board.track_names()
     header = ["explainer", "mean win rate", "tracks", *[f"{t} rank" for t in tracks]]
     body = []
+    aways = [board.away(t) for t in tracks]
     for x in board.summary.get("order", []):
+        if tracks and all(x in a for a in aways):  # named under each track's table instead
+            continue
         s = board.summary["explainers"][x]
         rate = "—" if s["mean_win_rate"] is None else f"{s['mean_win_rate']:.3f}"
         ranks = [str(s["overall_ranks"].get(t, "—")) for t in tracks]
@@ -289,6 +303,7 @@ def to_markdown(board: Leaderboard) -> str:
         for warning in board.warnings.get(track, []):
             lines += [f"**Warning:** {md_escape(warning)}", ""]
         lines += [*_md_table(*track_table(board, track)), ""]
+        lines += [line for said in away_lines(board, track) for line in (md_escape(said), "")]
     if board.notes:
         lines += ["## Notes", ""] + [f"- {md_escape(n)}" for n in board.notes] + [""]
     return "\n".join(lines)
@@ -396,7 +411,10 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
             label = f" [{state['label']}]" if state.get("label") else ""
             notes.append(f"{f}: not ranked{': ' + reason if reason else ''}{label}")
 
-    order_x = sorted(cells, key=lambda x: (cells[x].get("rank:overall", {}).get("rank") or 10**6, x))
+    away = board.away(track)
+    order_x = sorted(
+        (x for x in cells if x not in away), key=lambda x: (cells[x].get("rank:overall", {}).get("rank") or 10**6, x)
+    )
     names = {x: _name_cell(board, x, track) for x in order_x}
     columns: list[tuple[str, list[str]]] = [
         ("overall", [str(cells[x].get("rank:overall", {}).get("rank") or "—") for x in order_x]),
@@ -452,6 +470,7 @@ def compact_table(board: Leaderboard, track: str, width: int = 120) -> Table:
     left_out = [m for m in left_out if m in ranking or m == SANITY_METRIC or policy_of(family_of(m)).flags_explainers]
     if left_out:
         notes.append(f"not shown: {', '.join(sorted(left_out, key=order))} (--wide)")
+    notes += away_lines(board, track)
 
     table = Table(
         title=term_text(track_title(board, track)),
@@ -499,6 +518,8 @@ def print_leaderboard(board: Leaderboard, console: Console | None = None, *, wid
     for track in board.track_names():
         if wide:
             console.print(_rich_table(track_title(board, track), *track_table(board, track)))
+            for line in away_lines(board, track):
+                console.print(term_text(line))
         else:
             console.print(compact_table(board, track, console.width))
     if len(board.track_names()) > 1 and board.summary.get("order"):

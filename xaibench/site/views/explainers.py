@@ -11,11 +11,11 @@ import numpy as np
 from markupsafe import Markup
 
 from xaibench.families import POLICIES, family_index
+from xaibench.publish.applicable import not_applicable
 from xaibench.publish.board import Leaderboard, rank_ties, track_title
 from xaibench.publish.shapes import Curve, Example, Explained, JsonObject, MetricSummary, Provenance
 from xaibench.site import charts
 from xaibench.site.submitted import Submitted
-from xaibench.site.views.applicable import not_applicable
 from xaibench.site.views.cells import (
     Cell,
     FamilyNote,
@@ -93,7 +93,7 @@ class ExplainerTrack(TypedDict):
     not_ranked: list[FamilyNote]
     flags: list[str]
     not_applicable: str | None
-    """Why the explainer applies to no sample of the track (:func:`~xaibench.site.views.applicable.not_applicable`),
+    """Why the explainer applies to no sample of the track (:func:`~xaibench.publish.applicable.not_applicable`),
     said once in place of the track's examples, curves and metrics (then left empty); None otherwise."""
     metrics: list[MetricView]
     examples: list[ShownExample]

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import TypedDict
 
 from xaibench.families import POLICIES, family_index
+from xaibench.publish.applicable import not_applicable
 from xaibench.publish.board import Leaderboard, rank_ties, track_title
 from xaibench.publish.shapes import BoardRow, Provenance
 from xaibench.site.submitted import Submitted
-from xaibench.site.views.applicable import not_applicable
 from xaibench.site.views.cells import (
     Cell,
     FamilyNote,
