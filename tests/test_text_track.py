@@ -169,6 +169,15 @@ def test_alignment_on_token_masks_by_hand() -> None:
     top = al.topk_scores(scores, mask)  # k = |A| = 3: the top 3 tokens are 1, 3, 6; |B & A| = 2
     assert top["iou"].values[0] == pytest.approx(2 / 4)
     assert top["precision"].values[0] == pytest.approx(2 / 3) and top["recall"].values[0] == pytest.approx(2 / 3)
+    assert top["f1"].values[0] == pytest.approx(2 / 3)
+    assert al.threshold_scores(scores, mask)["f1"].values[0] == pytest.approx(2 / 3)  # >= 0.5: tokens 1, 3, 6
+    assert al.mass_accuracy(scores, mask).values[0] == pytest.approx(1.9 / 3.4)  # (0.9 + 0.3 + 0.7) / sum
+    levels = np.zeros((1, 1, 64), dtype=np.float32)  # a multi-level mask: token 1 strong, 2 and 6 weak
+    levels[0, 0, [1, 2, 6]] = [1.0, 0.5, 0.5]
+    mae = al.mae_scores(scores, levels)  # |E - M| on the first 8: .1 .1 .2 .8 .2 0 .2 .4; 0 on the other 56
+    assert mae["mae"].values[0] == pytest.approx(2.0 / 64)
+    assert mae["fn_mae"].values[0] == pytest.approx((0.1 + 0.2 + 0.2) / 3)
+    assert mae["fp_mae"].values[0] == pytest.approx((0.1 + 0.8 + 0.2 + 0.4) / 61)
     assert al.pointing_game(scores, mask).values[0] == 1.0  # token 1
     near = np.zeros((1, 1, 64), dtype=bool)
     near[0, 0, 2] = True  # the token next to the top one: a miss on text (no tolerance)
