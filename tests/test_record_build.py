@@ -69,7 +69,7 @@ def test_the_official_suite_declares_every_track_and_pins_each_dataset() -> None
         made = MechanismsDataset(**spec.dataset_params)
         assert (
             (REVISIONS[spec.name].revision, REVISIONS[spec.name].samples)
-            == (made.revision, MECHANISM_SAMPLES)  # as many as the other synthetic tracks (DESIGN 10)
+            == (made.revision, MECHANISM_SAMPLES)
             == (
                 made.revision,
                 len(made),
@@ -103,7 +103,7 @@ def test_the_shipped_synthetic_datasets_are_the_pinned_ones() -> None:
             dataset = registry.create("dataset", row.spec.dataset, **row.spec.dataset_params)
             pinned = REVISIONS[row.spec.name]
             assert (dataset.revision, len(dataset)) == (pinned.revision, pinned.samples), row.spec.name
-            assert pinned.samples == 256  # every synthetic track, mechanisms included (DESIGN 10)
+            assert pinned.samples == (MECHANISM_SAMPLES if row.spec.dataset == "mechanisms" else 256)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data (the real datasets of the record)")
