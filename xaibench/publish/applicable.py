@@ -40,13 +40,14 @@ def not_applicable(track: Mapping[str, Any]) -> str | None:
 
 def away_from(track: str, submissions: Iterable[Submission], rows: Iterable[BoardRow]) -> dict[str, str]:
     """The explainers (board keys) that apply to none of ``track``'s samples, each with its reason
-    (:func:`not_applicable` on its submission), among those with no value in ``rows`` on the
-    track (a row with a value is never hidden)."""
-    valued = {r["explainer"] for r in rows if r["track"] == track and r["value"] is not None}
+    (:func:`not_applicable` on its submission), among those with rows on the track and no value
+    in any of them (a row with a value is never hidden; a superseded file has no rows)."""
+    on_track = [r for r in rows if r["track"] == track]
+    empty = {r["explainer"] for r in on_track} - {r["explainer"] for r in on_track if r["value"] is not None}
     out: dict[str, str] = {}
     for sub in submissions:
         tracks = sub.data.get("tracks") or {}
-        if sub.key in valued or track not in tracks:
+        if sub.key not in empty or track not in tracks:
             continue
         reason = not_applicable(tracks[track])
         if reason is not None:

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import TypedDict
 
 from xaibench.families import POLICIES, family_index
-from xaibench.publish.applicable import not_applicable
 from xaibench.publish.board import Leaderboard, rank_ties, track_title
 from xaibench.publish.shapes import BoardRow, Provenance
 from xaibench.site.submitted import Submitted
@@ -122,12 +121,7 @@ def track_view(board: Leaderboard, track: str, by_key: Mapping[str, Submitted]) 
     for r in rows:
         cells[r["explainer"]][r["metric"]] = r
     ties = rank_ties(rows)
-    away: dict[str, str] = {}  # explainers that apply to no sample of the track, and why
-    for x in cells:
-        sub = by_key.get(x)
-        reason = not_applicable(sub.data["tracks"].get(track, {})) if sub is not None else None
-        if reason is not None:
-            away[x] = reason
+    away = {x: reason for x, reason in board.away(track).items() if x in by_key}  # no row: said once
     explainers = sorted(
         (x for x in cells if x not in away),
         key=lambda x: (is_reference_key(by_key, x), _overall_rank(cells[x]) or 10**9, x),
