@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -302,11 +303,29 @@ class Daemonises(Explainer):
         return np.zeros((inputs.shape[0], *inputs.shape[-2:]), dtype=np.float32)
 
 
+class UsesMatplotlib(Explainer):
+    """Imports matplotlib for the first time (as pytorch-grad-cam does; in a fresh interpreter, as
+    this test process may have imported it already), then fails saying where matplotlib keeps its
+    configuration and cache, what it printed, and where the worker's temporary folder is."""
+
+    name = "uses-matplotlib"
+    version = "1.0.0"
+    licence = "test"
+
+    def explain(self, model: Any, inputs: Any, targets: Any, *, seed: int = 0, context: Any = None) -> Any:
+        code = "import matplotlib; print(matplotlib.get_configdir(), matplotlib.get_cachedir(), sep=',', end='')"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        config, cache = done.stdout.split(",")
+        said = "yes" if done.stderr.strip() else "no"
+        raise RuntimeError(f"config={config},cache={cache},said={said},scratch={tempfile.gettempdir()}")
+
+
 class Plugin:
     @hookimpl
     def register_explainers(self, register: Any) -> None:
         register(Forger)
         register(Daemonises)
+        register(UsesMatplotlib)
 
 
 @pytest.fixture()
@@ -401,3 +420,19 @@ def test_a_daemon_left_by_a_worker_dies_with_the_run(
     beat = (notes / "heartbeat").read_text()
     time.sleep(0.5)
     assert (notes / "heartbeat").read_text() == beat  # and it wrote nothing since
+
+
+@needs_landlock
+def test_matplotlib_in_a_sandboxed_worker_keeps_its_folders_in_the_scratch_folder_and_says_nothing(
+    tmp_path: Path, reg: manager.Registry
+) -> None:
+    pytest.importorskip("matplotlib")
+    work = tmp_path / "run"
+    run(_config(work, ["uses-matplotlib"], limit=2), reg)
+    reasons = {r["na_reason"] for r in _records(work).values()}
+    assert len(reasons) == 1, reasons
+    folders = dict(item.split("=", 1) for item in reasons.pop().split(": ", 1)[1].split(","))
+    scratch = Path(folders["scratch"])
+    assert Path(folders["config"]).parent == scratch and Path(folders["cache"]).parent == scratch
+    # before, every start printed "mkdir -p failed for path ~/.config/matplotlib: Permission denied"
+    assert folders["said"] == "no"

@@ -60,6 +60,7 @@ import socket
 import stat
 import struct
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -829,6 +830,24 @@ def worker_writable(scratch: Path) -> list[Path]:
     extra = os.environ.get(WRITABLE_VARIABLE, "")
     paths += [Path(p) for p in extra.split(os.pathsep) if p]
     return paths
+
+
+#: Per-user folders libraries write on import, pointed into the scratch folder (the only one a
+#: worker may write): matplotlib (imported by pytorch-grad-cam) otherwise warns on every worker
+#: start that it cannot create ``~/.config/matplotlib``.
+SCRATCH_FOLDERS: Mapping[str, str] = {"MPLCONFIGDIR": "matplotlib"}
+
+
+def use_scratch(scratch: str) -> None:
+    """Make ``scratch`` this process's temporary folder (``TMPDIR``, :mod:`tempfile`) and the
+    folder of each library in :data:`SCRATCH_FOLDERS` (a subfolder, made here). A worker calls it
+    before it enters the sandbox and before any plugin runs."""
+    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+    for variable, name in SCRATCH_FOLDERS.items():
+        folder = os.path.join(scratch, name)
+        with contextlib.suppress(OSError):
+            os.makedirs(folder, exist_ok=True)
+        os.environ[variable] = folder
 
 
 def start_gpu_runtime() -> str:

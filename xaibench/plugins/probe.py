@@ -47,6 +47,7 @@ from xaibench.sandbox import (
     sandbox_enabled,
     scope_signals,
     silence_inherited_files,
+    use_scratch,
     worker_writable,
 )
 
@@ -263,7 +264,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     # the catalogue makes the scratch folder and removes it when the probe is done
     scratch = os.environ.get("XAIBENCH_PROBE_SCRATCH") or tempfile.mkdtemp(prefix="xaibench-probe-")
-    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+    use_scratch(scratch)
     path = os.environ.get("XAIBENCH_PROBE_PATH")
     if path:
         sys.path[:] = json.loads(path)

@@ -25,7 +25,6 @@ import ctypes
 import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 from xaibench.sandbox import (
@@ -35,6 +34,7 @@ from xaibench.sandbox import (
     sandbox_enabled,
     sandbox_status,
     start_gpu_runtime,
+    use_scratch,
     worker_writable,
 )
 
@@ -66,8 +66,7 @@ def _private_pipes() -> tuple[int, int]:
 
 
 def _sandbox(scratch: str) -> None:
-    os.environ["TMPDIR"] = scratch
-    tempfile.tempdir = scratch
+    use_scratch(scratch)
     if not sandbox_enabled() or not sandbox_status().startswith("landlock"):
         return  # off, or no Landlock on this system (said once at the run's start, as for workers)
     try:

@@ -39,7 +39,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -126,8 +125,7 @@ def main(argv: list[str]) -> None:
     fd, scratch, threads, parent, sandboxed = int(argv[0]), argv[1], int(argv[2]), int(argv[3]), argv[4] == "1"
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ["TMPDIR"] = scratch
-    tempfile.tempdir = scratch
+    _sandbox_module().use_scratch(scratch)
     if sandboxed:
         _enter_sandbox(scratch, fd)
     code = 0

@@ -71,7 +71,6 @@ import multiprocessing as mp
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -106,6 +105,7 @@ from xaibench.sandbox import (
     sandbox_status,
     silence_inherited_files,
     start_gpu_runtime,
+    use_scratch,
     worker_writable,
 )
 
@@ -143,8 +143,7 @@ def _enter_sandbox(scratch: str, conn: Connection) -> None:
     ``TMPDIR``) and the few devices of :func:`~xaibench.sandbox.worker_writable`, connects
     nowhere over TCP and signals no process outside itself; writable files it inherited are
     pointed at ``/dev/null``. A worker that cannot enter it says why and exits (status 70)."""
-    os.environ["TMPDIR"] = scratch
-    tempfile.tempdir = scratch
+    use_scratch(scratch)
     try:
         silence_inherited_files(keep=[conn.fileno()])
         enter_sandbox(worker_writable(Path(scratch)), tcp_ports=(), before_filter=start_gpu_runtime)
