@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Copy what the record build in a worktree (default /work/recordwt, branch record256) has
+# recomputed since main's record (each submission that differs, with its overlays) into
+# record/wip/<suite>/ of this checkout, with the build's log. See record/wip/README.md.
+set -euo pipefail
+build=${1:-/work/recordwt}
+suite=${2:-record-v1}
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+src="$build/record/$suite/submissions"
+dst="$here/record/wip/$suite/submissions"
+mkdir -p "$dst/assets"
+for f in "$src"/*.json; do
+  name=$(basename "$f" .json)
+  committed="$here/record/$suite/submissions/$name.json"
+  if [ -f "$committed" ] && cmp -s "$f" "$committed"; then continue; fi
+  cp "$f" "$dst/"
+  rm -rf "$dst/assets/$name@"*
+  for a in "$src/assets/$name@"*; do [ -d "$a" ] && cp -r "$a" "$dst/assets/"; done
+  echo "saved $name"
+done
