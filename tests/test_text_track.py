@@ -237,3 +237,35 @@ def test_deletion_and_insertion_on_tokens_by_hand() -> None:
     assert inserted.values[0] == pytest.approx(area([0, 2, 1, 1, 2]), abs=1e-7)
     deleted = Deletion(steps=4).score(batch)
     assert deleted.values[0] == pytest.approx(area([2, 0, 1, 1, 0]), abs=1e-7)
+
+
+def test_a_run_reads_the_dataset_revision_once_per_track_not_once_per_record(
+    registry: manager.Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record key holds the dataset's revision; IMDB's is a digest of every review and the
+    VADER lexicon, and reading it for each key (several per record) made a run of one
+    image-only explainer on `imdb` take three minutes for nothing but n/a records."""
+    from xaibench.datasets.imdb import ImdbDataset
+
+    reads: list[str] = []
+    digest = ImdbDataset.revision.func  # the digest itself, without the class's caching
+
+    def counted(self: ImdbDataset) -> str:
+        reads.append(self.split)
+        return digest(self)
+
+    monkeypatch.setattr(ImdbDataset, "revision", property(counted))
+    config = RunConfig(
+        explainers=["random", "gradcam"],
+        suite="text",
+        tracks=["imdb"],
+        metrics=["iou", "pointing_game", "deletion"],
+        limit=6,
+        workdir=tmp_path / "work",
+        examples=0,
+        progress=False,
+    )
+    run(config, registry)
+    records = (tmp_path / "work" / "results" / "imdb.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(records) == 2 * 3 * 6
+    assert 1 <= len(reads) <= 2, len(reads)  # the track's load (and the suite's pin check, if any)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator, Sequence
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import ClassVar
 
@@ -120,8 +120,10 @@ class ImdbDataset(Dataset):
         self.n = len(self.rows)
         self.label_names = LABEL_NAMES
 
-    @property
+    @cached_property
     def revision(self) -> str:
+        """SHA-256 (16 hex) over the split, the reviews' rows and texts and the VADER lexicon
+        (computed once, as it reads every review)."""
         texts = imdb_reviews()[0]
         digest = hashlib.sha256(f"{self.split}:{self.rows.tolist()}".encode())
         for row in self.rows:

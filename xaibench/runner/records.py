@@ -46,7 +46,7 @@ class RecordKeyer:
             "track": self.track.spec.name,
             "explainer": [self.explainer_name, self.explainer_version, self.explainer_params],
             "model": model.identity if model is not None else None,
-            "dataset": self.track.dataset.revision,
+            "dataset": self.track.revision,
             "metric": [metric.name, metric.version, dict(metric.params)],
             "seed": self.seed,
             "sample": [sample_id, self.track.digests[sample_id]],

@@ -47,6 +47,13 @@ class TrackContext:
         return {s.id: i for i, s in enumerate(self.samples)}
 
     @property
+    def revision(self) -> str:
+        """The dataset's revision as read once when the track was loaded (its provenance); a
+        dataset may compute it from its content, so a run does not ask it again per record."""
+        known = (self.provenance.get("dataset") or {}).get("revision")
+        return str(known) if known is not None else str(self.dataset.revision)
+
+    @property
     def modality(self) -> str:
         """What the track's samples are (``"image"`` or ``"text"``): its dataset's modality."""
         return track_modality(self.dataset)

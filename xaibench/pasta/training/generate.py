@@ -169,7 +169,7 @@ def _generate(
         info={
             "track": choice.to_dict(),
             "model_identity": track.model.identity,
-            "dataset_revision": track.dataset.revision,
+            "dataset_revision": track.revision,
             "n_images": len(track.samples),
             "explainers": explainers,
             "failures": {k: v for k, v in failures.items() if v},
