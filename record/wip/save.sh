@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Copy what the record build in a worktree (default /work/recordwt, branch record256) has
 # recomputed since main's record (each submission that differs, with its overlays) into
-# record/wip/<suite>/ of this checkout, with the build's log. See record/wip/README.md.
+# record/wip/<suite>/ of this checkout, and the build logs given after them (each explainer's
+# wall time; worker chatter left out) into record/wip/<suite>/logs/. See record/wip/README.md.
+# Usage: record/wip/save.sh [worktree] [suite] [log ...]
 set -euo pipefail
 build=${1:-/work/recordwt}
 suite=${2:-record-v1}
+shift $(( $# > 2 ? 2 : $# ))
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 src="$build/record/$suite/submissions"
 dst="$here/record/wip/$suite/submissions"
@@ -17,4 +20,9 @@ for f in "$src"/*.json; do
   rm -rf "$dst/assets/$name@"*
   for a in "$src/assets/$name@"*; do [ -d "$a" ] && cp -r "$a" "$dst/assets/"; done
   echo "saved $name"
+done
+mkdir -p "$here/record/wip/$suite/logs"
+for log in "$@"; do
+  grep -v '^\[worker\]' "$log" > "$here/record/wip/$suite/logs/$(basename "$log")" || true
+  echo "saved log $(basename "$log")"
 done
