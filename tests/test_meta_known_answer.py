@@ -313,3 +313,25 @@ def test_meta_reports_the_known_answer_of_a_mechanism_track_end_to_end(
     # the same submissions assessed again as a folder: the same test
     again = xaibench.meta(submissions=out / "submissions", out=tmp_path / "again")
     assert again.known_answer == [got]
+
+
+def test_a_ground_truth_metric_an_explainer_has_only_now_and_then_is_not_counted_for_it() -> None:
+    """Measured on the record's mechanism-additive track at 256 samples: Grad-CAM++ maps are
+    constant (all zero) on about half of the samples, where sign agreement scores its worst value
+    and deletion is n/a; elsewhere the map is unsigned, sign agreement n/a and deletion defined.
+    Paired on every metric each explainer had, no sample was left and the test was untested."""
+    three = {"a": 1.0, "b": 0.5, "c": 0.0}
+    proxy: dict[str, list[float | None]] = {x: [v] * 16 for x, v in three.items()}
+    sign: dict[str, list[float | None]] = {x: [v] * 16 for x, v in three.items()}
+    proxy["d"] = [None] * 8 + [0.2] * 8  # n/a on the samples where d's map is constant ...
+    sign["d"] = [0.0] * 8 + [None] * 8  # ... where alone it has sign agreement (its worst value)
+    truth = {"gt_mass_inside": _constant({**three, "d": 0.25}, 16), "gt_sign_agreement": sign}
+    (got,) = known_answer(_table(truth, proxy), seed=0)
+    assert got.verdict == "agrees" and got.samples == 8 and got.explainers == ("a", "b", "c", "d")
+    # d is ranked on gt_mass_inside alone (4th of 4), as a, b, c on both: the proxy's order exactly
+    assert got.tau == pytest.approx(1.0, abs=1e-12)
+    # with 15 of 16 values, d still has the metric (one failed sample): that sample leaves the pairing
+    sign["d"] = [0.1] * 15 + [None]
+    proxy["d"] = [0.2] * 16
+    (one_gap,) = known_answer(_table(truth, proxy), seed=0)
+    assert one_gap.samples == 15 and "gt_sign_agreement" in one_gap.truth

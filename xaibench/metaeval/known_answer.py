@@ -8,8 +8,13 @@ values alone:
 
 1. **Explainers**: the methods (references such as ``oracle``, ``planted``, ``ladder`` left out)
    with values on the proxy and on at least one ground-truth ranking metric that at least two of
-   them have (a rank among one is no rank). **Samples**: those where every one of them has a
-   value on the proxy and on each ground-truth metric it has (paired).
+   them have (a rank among one is no rank). An explainer *has* a ground-truth metric when it has
+   a value on it on at least :data:`COVERED` of as many samples as the explainer with the most
+   values on it: a metric defined only now and then for an explainer's maps (sign agreement,
+   which an unsigned map does not have, on the samples where that explainer's map is constant and
+   scores the worst value) is not counted for that explainer, and its gaps do not remove samples.
+   **Samples**: those where every one of them has a value on the proxy and on each ground-truth
+   metric it has (paired).
 2. **The known answer's ranking**: per ground-truth metric, the explainers that have it are ranked
    by their mean over the samples (1 = best, direction-aware, tied means share the average of
    their ranks); an explainer's score is its mean rank over the ground-truth metrics it has
@@ -48,6 +53,9 @@ FIGURE = "tau"
 PROXY = "faithfulness"  # the family whose metrics are tested against it
 MIN_EXPLAINERS = 3
 MIN_SAMPLES = 8
+COVERED = 0.9
+"""The share of the best-covered explainer's samples on which an explainer must have a value on a
+ground-truth metric for that metric to count for it (see the module doc)."""
 AGREES, DISAGREES, UNDECIDED, UNTESTED = "agrees", "disagrees", "undecided", "untested"
 
 
@@ -149,6 +157,13 @@ def _valued(entry: Entry) -> dict[str, float]:
     return out
 
 
+def _covering(values: Mapping[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """The explainers of ``values`` (explainer -> sample -> value, of one ground-truth metric) that
+    have the metric: values on at least :data:`COVERED` of as many samples as the one with the most."""
+    most = max((len(v) for v in values.values()), default=0)
+    return {x: v for x, v in values.items() if len(v) >= COVERED * most}
+
+
 def known_answer(entries: Iterable[Entry], *, seed: int = 0, reference: Iterable[str] = ()) -> list[KnownAnswer]:
     """The known-answer test of every (mechanism track, faithfulness metric) of ``entries`` (see
     the module doc), sorted by track and metric. ``reference``: explainer keys that are references,
@@ -175,7 +190,7 @@ def _one(
     """The test of one proxy ``metric`` against the ground-truth metrics ``truth`` of ``track``."""
     direction = next(iter(metrics[metric].values())).direction
     proxy = {x: v for x, e in metrics[metric].items() if (v := _valued(e))}
-    have = {m: {x: v for x, e in metrics[m].items() if x in proxy and (v := _valued(e))} for m in truth}
+    have = {m: _covering({x: v for x, e in metrics[m].items() if x in proxy and (v := _valued(e))}) for m in truth}
     used = {m: v for m, v in have.items() if len(v) >= 2}
     explainers = sorted(x for x in proxy if any(x in v for v in used.values()))
     names = sorted(used)
