@@ -134,6 +134,19 @@ def test_missing_work_is_every_track_but_those_the_submission_holds(tmp_path: Pa
         json.dumps({**base, "suite": "default", "seed": 0, "tracks": {"shapes": {}}})
     )
     assert missing_work(tmp_path, "gradient", tracks) == tracks  # another suite's file: all again
+    (tmp_path / "gradient.json").write_text(
+        json.dumps(
+            {
+                **base,
+                "explainer": {"name": "gradient", "version": "1.0.0"},
+                "suite": RECORD_SUITE,
+                "seed": 0,
+                "tracks": {"shapes": {}},
+            }
+        )
+    )
+    assert missing_work(tmp_path, "gradient", tracks, version="1.0.0") == ["photos"]
+    assert missing_work(tmp_path, "gradient", tracks, version="1.1.0") == tracks  # another explainer version: all
 
 
 def test_missing_work_recomputes_a_track_whose_pin_changed_and_keeps_the_others(tmp_path: Path) -> None:

@@ -832,3 +832,27 @@ def test_two_malformed_v2_problems_are_two_lines(valid: dict[str, Any]) -> None:
         ("/tracks/synth-a/sample_ids", "sample id 's00' is listed twice in sample_ids (each sample once)"),
         ("/tracks/synth-a/metrics/iou/values", "values has 9 entries but sample_ids has 10"),
     ]
+
+
+def test_a_rewritten_submission_keeps_earlier_tracks_only_of_the_same_explainer_version(
+    tmp_path: Path, registry: manager.Registry
+) -> None:
+    from xaibench.publish.submission import write_run
+    from xaibench.runner.run import RunConfig, run
+
+    config = RunConfig(
+        explainers=["random"], tracks=["shapes"], metrics=["iou"], limit=2, workdir=tmp_path / "work", progress=False
+    )
+    result = run(config, registry)
+    folder = tmp_path / "subs"
+    for version, kept in ((None, True), ("0.0.1", False)):
+        (path,) = write_run(result, registry, folder)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["tracks"]["earlier"] = data["tracks"]["shapes"]  # a track this run does not compute
+        if version is not None:
+            data["explainer"]["version"] = version  # ... computed with another version of the explainer
+        path.write_text(json.dumps(data), encoding="utf-8")
+        write_run(result, registry, folder)
+        tracks = json.loads(path.read_text(encoding="utf-8"))["tracks"]
+        assert ("earlier" in tracks) is kept, version
+        assert validate_file(path) == []

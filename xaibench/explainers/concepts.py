@@ -44,11 +44,13 @@ def _check_model(model: Model, name: str) -> tuple[str, ...]:
 
 
 def _target_prob(model: Any, concepts: torch.Tensor, target: int) -> np.ndarray:
-    """Softmax probability of ``target`` for concept vectors ``(M, K)``; returns ``(M,)`` float64."""
+    """Softmax probability of ``target`` for concept vectors ``(M, K)``; returns ``(M,)`` float64,
+    computed in float64 from the head's logits: a confident head's 1 - e with e ~ 1e-6 is a few
+    float32 ulps, so in float32 the differences between coalitions, the weights, were rounding."""
     module = getattr(model, "module", None)
     device = next(module.parameters()).device if isinstance(module, torch.nn.Module) else concepts.device
     logits = model.class_logits(concepts.float().to(device))
-    return torch.softmax(logits, dim=-1)[..., int(target)].double().cpu().numpy()
+    return torch.softmax(logits.double(), dim=-1)[..., int(target)].cpu().numpy()
 
 
 class _ConceptExplainer(Explainer):
@@ -94,7 +96,7 @@ class ConceptLIME(_ConceptExplainer):
     """LIME over concepts: weighted ridge regression of the target probability on concept on/off masks."""
 
     name: ClassVar[str] = "concept-lime"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"  # 1.1: the target probability in float64 (_target_prob)
     description: ClassVar[str] = "LIME over a CBM's concepts: seeded on/off masks, kernel-weighted ridge regression."
     default_params: ClassVar[dict[str, Any]] = {"n_samples": 256, "kernel_width": 0.25, "alpha": 1.0, "baseline": 0.0}
 
@@ -118,7 +120,7 @@ class ConceptSHAP(_ConceptExplainer):
     """Exact Shapley values of the target probability over concept coalitions."""
 
     name: ClassVar[str] = "concept-shap"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"  # 1.1: the target probability in float64 (_target_prob)
     description: ClassVar[str] = "Exact Shapley values over a CBM's concepts (all 2^K coalitions, absent = baseline)."
     default_params: ClassVar[dict[str, Any]] = {"baseline": 0.0}
     max_concepts: ClassVar[int] = 20
@@ -145,7 +147,7 @@ class ConceptRISE(_ConceptExplainer):
     """RISE over concepts: probability-weighted random concept masks."""
 
     name: ClassVar[str] = "concept-rise"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"  # 1.1: the target probability in float64 (_target_prob)
     description: ClassVar[str] = "RISE over a CBM's concepts: seeded keep-masks, weight = E[f(m) m_c] / p."
     default_params: ClassVar[dict[str, Any]] = {"n_masks": 500, "p": 0.5, "baseline": 0.0}
     param_specs: ClassVar[dict[str, Param]] = {"p": Param(float, low=0.0, high=1.0)}

@@ -174,7 +174,9 @@ def write_submissions(
             except XaibenchError:
                 loaded = None
             if loaded and (
-                loaded["explainer"].get("params") != block["params"] or loaded.get("seed") != summary["run"].get("seed")
+                loaded["explainer"].get("params") != block["params"]
+                or loaded["explainer"].get("version") != block.get("version")
+                or loaded.get("seed") != summary["run"].get("seed")
             ):
                 previous = {"disclosure": loaded.get("disclosure", {})}  # other results: keep only the disclosure
             elif loaded:

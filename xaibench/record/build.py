@@ -69,10 +69,12 @@ def missing_work(
     suite: str = RECORD_SUITE,
     limit: int | None = None,
     pins: Mapping[str, Pinned] | None = None,
+    version: str | None = None,
 ) -> list[str]:
     """The tracks of ``tracks`` that ``explainer``'s record submission (default parameters, in
     ``submissions``) does not hold yet; all of them when it has none, or one of another suite,
-    seed or sample limit (it is then rewritten whole). With ``pins`` (track -> the dataset
+    seed or sample limit, or (``version``: the installed explainer's) of another explainer version
+    (it is then rewritten whole). With ``pins`` (track -> the dataset
     revision and sample count the suite pins), a track held at another revision or sample count
     (a pin that changed since it was computed) is missing too, and is recomputed alone."""
     path = submissions / submission_filename(explainer, "", default_params=True)
@@ -80,6 +82,8 @@ def missing_work(
         return list(tracks)
     data = load_submission(path)
     if data.get("suite") != suite or data.get("seed") != RECORD_SEED or data.get("run", {}).get("limit") != limit:
+        return list(tracks)
+    if version is not None and data.get("explainer", {}).get("version") != version:
         return list(tracks)
     have = data.get("tracks", {})
     stale = unpinned_tracks(have, pins or {})
@@ -150,7 +154,10 @@ def build_record(
         real = {t.spec.name for t in RECORD_TRACKS if t.real}
         names = resolve_explainers(registry, list(explainers))
         pins = REVISIONS if suite == RECORD_SUITE and limit is None else None
-        todo = [(n, missing_work(paths.submissions, n, wanted, suite, limit, pins)) for n in names]
+        todo = [
+            (n, missing_work(paths.submissions, n, wanted, suite, limit, pins, registry.info("explainer", n).version))
+            for n in names
+        ]
         todo = [(n, m) for n, m in todo if m]
         out.skipped = [n for n in names if n not in {n for n, _ in todo}]
         say(f"record {suite}: {len(names)} explainers, {len(out.skipped)} complete, {len(todo)} to compute")

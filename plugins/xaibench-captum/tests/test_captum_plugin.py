@@ -13,7 +13,7 @@ from xaibench_captum import attributions
 from xaibench_captum.maps import reduce_channels, superpixels
 
 from xaibench.testing.contract import assert_explainer_contract, assert_seeded_per_sample, model_state
-from xaibench.testing.tiny import TinyTrack, tiny_track
+from xaibench.testing.tiny import TinyCNN, TinyDataset, TinyTrack, tiny_track
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -159,3 +159,48 @@ def test_channel_reductions() -> None:
     assert reduce_channels(a, "sum").item() == 0.0
     assert reduce_channels(a, "abs_sum").item() == 6.0
     assert reduce_channels(a, "max_abs").item() == 3.0
+
+
+class _Quadrants(torch.nn.Module):
+    """Class 0's logit: ``margin`` + sum_q w_q x (mean of quadrant q's first channel), w = 1..4 / 2;
+    class 1's: 0. On an all-ones input the margin is ``margin`` + 5: a confident model."""
+
+    def __init__(self, margin: float) -> None:
+        super().__init__()
+        self.margin = margin
+        self.w = torch.tensor([0.5, 1.0, 1.5, 2.0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.shape[-1] // 2
+        q = x[:, 0].unfold(1, h, h).unfold(2, h, h).mean(dim=(-1, -2)).reshape(x.shape[0], 4)
+        first = self.margin + q @ self.w
+        return torch.stack([first, torch.zeros_like(first)], dim=1)
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("occlusion", {"window": 0.5, "stride": 0.5}),
+        ("kernel-shap", {"segmentation": "grid", "n_segments": 4, "n_samples": 256}),
+        ("lime", {"segmentation": "grid", "n_segments": 4, "n_samples": 256}),
+    ],
+)
+def test_a_confident_models_regions_are_ranked_by_their_effect_not_by_rounding(name: str, params: dict) -> None:
+    """Class 0's probability is 1 - e with e = exp(-30) ~ 1e-13, below float32's ulp at 1 (6e-8):
+    scored in float32 every coalition's probability is 1.0 and every region gets 0 (before 1.1).
+    Scored in float64 (and, for the surrogates, as the change from the explained input), the
+    quadrants rank as their weights do."""
+    model = TinyCNN()
+    model.module = _Quadrants(margin=25.0)
+    inputs = torch.ones((1, 3, 32, 32))
+    dataset = TinyDataset(n=1)
+    track = TinyTrack(
+        model=model,
+        dataset=dataset,
+        samples=list(dataset.samples()),
+        inputs=inputs,
+        targets=np.zeros(1, dtype=np.int64),
+    )
+    maps = track.run(EXPLAINERS[name](**params))[0]
+    quadrants = [maps[:16, :16].mean(), maps[:16, 16:].mean(), maps[16:, :16].mean(), maps[16:, 16:].mean()]
+    assert np.all(np.diff(quadrants) > 0), quadrants

@@ -44,6 +44,9 @@ from xaibench_captum.maps import REDUCTIONS, pixel_images, reduce_channels, supe
 LIBRARY_VERSION = metadata.version("captum")
 VERSION = f"1.0.0+captum.{LIBRARY_VERSION}"
 """Explainer version: ours plus the library's, so a library upgrade invalidates caches."""
+PERTURBATION_VERSION = f"1.1.0+captum.{LIBRARY_VERSION}"
+"""Occlusion, LIME and KernelSHAP: 1.1 scores the output in float64 (:func:`_forward`) and fits the
+surrogates to the change from the explained input (:func:`_centred`)."""
 
 
 REDUCE = {"reduce": Param(str, choices=REDUCTIONS)}
@@ -253,9 +256,23 @@ class SmoothGrad(CaptumExplainer):
 
 
 def _forward(model: Model, output: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The scored output, ``(N, classes)`` float64: the logits, or the softmax probabilities
+    computed in float64 from them. A confident model's target probability is 1 - e with e ~ 1e-6;
+    in float32 (ulp 6e-8 at 1) every perturbation's e, and so the attribution of every region but
+    the decisive one, is a few ulps: rounding, whose order moves with the CPU's kernels."""
     if output == "logit":
-        return model.module
-    return lambda inp: torch.softmax(model.module(inp), dim=1)
+        return lambda inp: model.module(inp).double()
+    return lambda inp: torch.softmax(model.module(inp).double(), dim=1)
+
+
+def _centred(forward: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> Callable[..., torch.Tensor]:
+    """``forward`` minus its value at ``inputs`` (one more forward pass). Captum casts the outputs a
+    surrogate is fitted to to float32 (``LimeBase``), which keeps 1 - e with e ~ 1e-6 to a few
+    ulps; the change from the explained input keeps its digits. LIME's and KernelSHAP's surrogates
+    fit an intercept, so their coefficients, the attributions, are the same in exact arithmetic."""
+    with torch.no_grad():
+        origin = forward(inputs)
+    return lambda inp: forward(inp) - origin
 
 
 class Occlusion(CaptumExplainer):
@@ -266,6 +283,7 @@ class Occlusion(CaptumExplainer):
     the padding token (the zero baseline)."""
 
     name = "occlusion"
+    version = PERTURBATION_VERSION
     description = "Occlusion (Zeiler & Fergus 2014) via Captum."
     modalities: ClassVar[tuple[str, ...]] = ("image", "text")  # on text: windows of tokens, replaced by padding
     needs: ClassVar[tuple[str, ...]] = ("model_agnostic",)
@@ -326,6 +344,7 @@ class _SuperpixelExplainer(CaptumExplainer):
     padding; ``segmentation``, ``n_segments`` and ``compactness`` are not used, and the ``black``
     baseline (a pixel value) does not apply."""
 
+    version = PERTURBATION_VERSION
     modalities: ClassVar[tuple[str, ...]] = ("image", "text")  # on text: one feature per real token
     needs: ClassVar[tuple[str, ...]] = ("model_agnostic",)
     default_params: ClassVar[dict[str, Any]] = {
@@ -351,7 +370,7 @@ class _SuperpixelExplainer(CaptumExplainer):
             return self._tokens(model, batch)
         x, targets = batch.x, batch.targets
         images = pixel_images(x, model)
-        method = self._method(_forward(model, self.params["output"]))
+        forward = _forward(model, self.params["output"])
         refs = baseline_input(self.params["baseline"], x, model)
         maps = []
         for i, s in enumerate(batch.seeds):
@@ -361,7 +380,7 @@ class _SuperpixelExplainer(CaptumExplainer):
             mask = torch.from_numpy(labels)[None, None]
             # the surrogate fits are tiny least-squares problems: extra BLAS threads only spin
             with seeded(s), torch.no_grad(), threadpool_limits(limits=1, user_api="blas"):
-                attributions = method.attribute(
+                attributions = self._method(_centred(forward, x[i : i + 1])).attribute(
                     x[i : i + 1],
                     baselines=refs[i : i + 1],
                     target=int(targets[i]),
@@ -396,7 +415,7 @@ class _SuperpixelExplainer(CaptumExplainer):
 
             mask = torch.arange(present.numel(), device=x.device).view(1, 1, 1, -1)
             with seeded(s), torch.no_grad(), threadpool_limits(limits=1, user_api="blas"):
-                attributions = self._method(placed).attribute(
+                attributions = self._method(_centred(placed, tokens)).attribute(
                     tokens,
                     baselines=torch.zeros_like(tokens),
                     target=int(targets[i]),
