@@ -230,6 +230,21 @@ def test_a_recorded_device_missing_here_re_runs_on_the_cpu_and_says_so(
     assert lines[-1] == "verified: 4 of 4 records match to 1e-06"
 
 
+def test_a_submission_recorded_on_another_cpu_names_the_cpu_and_its_kernels(
+    subs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = subs / "random.json"
+    data = _load(path)
+    here = dict(data["environment"])
+    assert here["cpu"] and here["cpu_capability"]  # the run recorded its processor
+    data["environment"].update(cpu="Imaginary CPU 9000", cpu_capability="SVE256")
+    _save(path, data)
+    code, lines = _cli(capsys, "submission", "verify", path, "--samples", 2)
+    assert code == 0, lines
+    assert f"recorded with the CPU Imaginary CPU 9000, re-run with {here['cpu']}: values may differ" in lines
+    assert f"recorded with CPU kernels SVE256, re-run with {here['cpu_capability']}: values may differ" in lines
+
+
 def _no_samples(data: dict[str, Any]) -> None:
     for block in data["tracks"]["shapes"]["metrics"].values():
         del block["values"]

@@ -52,7 +52,18 @@ if TYPE_CHECKING:  # the runner imports torch; reading and ranking submissions n
 
 SUBMISSION_SCHEMA = SCHEMA_V2
 """The format this version writes; :data:`SUPPORTED_SCHEMAS` are those it reads."""
-ENVIRONMENT_FIELDS = ("xaibench", "python", "torch", "platform", "machine", "device", "device_name", "torch_threads")
+ENVIRONMENT_FIELDS = (
+    "xaibench",
+    "python",
+    "torch",
+    "platform",
+    "machine",
+    "cpu",
+    "cpu_capability",
+    "device",
+    "device_name",
+    "torch_threads",
+)
 """What of the run's environment a submission records (everything that can change a number)."""
 SUPPORTED_SCHEMAS = (SCHEMA_V1, SCHEMA_V2)
 

@@ -645,7 +645,13 @@ def _environment_notes(
 ) -> None:
     """Notes on what differs from the recorded environment and may change numbers (not failures);
     a device already replaced by the CPU (``same_device`` false) has its note."""
-    keys = (("device_name", "device"), ("torch", "torch"), ("xaibench", "xaibench"))
+    keys = (
+        ("device_name", "device"),
+        ("torch", "torch"),
+        ("xaibench", "xaibench"),
+        ("cpu", "the CPU"),
+        ("cpu_capability", "CPU kernels"),
+    )
     for key, what in keys if same_device else keys[1:]:
         theirs, mine = recorded.get(key), here.get(key)
         if theirs is not None and mine is not None and theirs != mine:

@@ -70,8 +70,11 @@ DEFAULT_EXPLAINERS = ("random", "center", "sobel", "oracle", "gradient", "gradca
 
 
 def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Where the run computes: versions, platform, torch's intra-op threads and the device
-    (``device``: as used, e.g. ``cuda:0``; ``device_type``; ``device_name``: the GPU's name)."""
+    """Where the run computes: versions, platform, the processor (``cpu``: its model name;
+    ``cpu_capability``: the vector kernels torch uses, e.g. ``AVX512``), torch's intra-op threads
+    and the device (``device``: as used, e.g. ``cuda:0``; ``device_type``; ``device_name``: the
+    GPU's name). The processor enters no key: it is there for whoever re-runs the numbers
+    elsewhere (``submission verify`` names a difference)."""
     device = torch.device(device)
     return {
         "xaibench": __version__,
@@ -79,11 +82,26 @@ def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
         "torch": torch.__version__,
         "platform": platform.platform(),
         "machine": platform.machine(),
+        "cpu": cpu_name(),
+        "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
         "torch_threads": torch.get_num_threads(),
         "device": str(device),
         "device_type": device.type,
         "device_name": device_name(device),
     }
+
+
+def cpu_name() -> str:
+    """The processor's model name (``model name`` in /proc/cpuinfo on Linux, else
+    :func:`platform.processor`), or ``unknown``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip() or "unknown"
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def device_name(device: torch.device) -> str:
