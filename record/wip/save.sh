@@ -12,10 +12,24 @@ here="$(cd "$(dirname "$0")/../.." && pwd)"
 src="$build/record/$suite/submissions"
 dst="$here/record/wip/$suite/submissions"
 mkdir -p "$dst/assets"
+# a submission of another explainer version than the installed one is stale: the build redoes it
+stale=$(cd "$build" && HF_HUB_OFFLINE=1 PYTHONPATH="$build:$(ls -d "$build"/plugins/*/ | tr '\n' ':')" \
+  "$here/.venv/bin/python" - "$src" <<'PY'
+import json, sys
+from pathlib import Path
+from xaibench.plugins.manager import get_registry
+registry = get_registry()
+for path in sorted(Path(sys.argv[1]).glob("*.json")):
+    block = json.loads(path.read_text(encoding="utf-8"))["explainer"]
+    if block["version"] != registry.info("explainer", block["name"]).version:
+        print(path.stem)
+PY
+)
 for f in "$src"/*.json; do
   name=$(basename "$f" .json)
   committed="$here/record/$suite/submissions/$name.json"
   if [ -f "$committed" ] && cmp -s "$f" "$committed"; then continue; fi
+  if grep -qx "$name" <<< "$stale"; then echo "stale $name (another explainer version): not saved"; continue; fi
   cp "$f" "$dst/"
   rm -rf "$dst/assets/$name@"*
   for a in "$src/assets/$name@"*; do [ -d "$a" ] && cp -r "$a" "$dst/assets/"; done
