@@ -116,6 +116,19 @@ def test_same_submissions_build_byte_identical_sites(built: Path, tmp_path: Path
     assert digests(built) == digests(tmp_path / "again")
 
 
+def test_pages_carry_no_indentation_but_inside_pre(built: Path) -> None:
+    from xaibench.site.writer import compact_html
+
+    pages = _pages(built)
+    outside = {rel: re.sub(r"<pre\b.*?</pre>", "", html, flags=re.S) for rel, html in pages.items()}
+    assert not [rel for rel, html in outside.items() if re.search(r"\n[ \t]", html)]
+    params = [m for html in pages.values() for m in re.findall(r"<pre class=\"params\">.*?</pre>", html, flags=re.S)]
+    assert params and all("\n  " in m for m in params if "\n" in m)  # pretty-printed parameters keep theirs
+    assert compact_html("<ul>\n  <li>a</li>\n\t<li>b</li>\n</ul><pre>\n  x\n</pre>\n  ") == (
+        "<ul>\n<li>a</li>\n<li>b</li>\n</ul><pre>\n  x\n</pre>\n"
+    )
+
+
 def test_site_folder_is_replaced_only_when_it_is_a_site(tmp_path: Path) -> None:
     subs = write_submissions(tmp_path / "subs", ("alpha", "beta", "gamma"))
     other = tmp_path / "precious"

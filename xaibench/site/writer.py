@@ -11,6 +11,7 @@ undefined names an error.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ FOLDERS = ("assets/overlays", "explainers", "data/submissions")
 """The site's folders, made even when empty."""
 STATIC = ("site.css", "site.js")
 """The site's own CSS and JS (``site/static/``), copied to ``assets/``."""
+_PRE = re.compile(r"(<pre\b.*?</pre>)", re.S)
+_INDENT = re.compile(r"\n[ \t]+")
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,14 @@ class Page:
 
     template: str
     context: Mapping[str, object]
+
+
+def compact_html(html: str) -> str:
+    """``html`` without the indentation at the start of its lines (the templates' nesting), but
+    inside ``<pre>``: a line break renders as the line break and its spaces did, one space. On the
+    record's site that is 0.65 of 16.9 MB."""
+    parts = _PRE.split(html)
+    return "".join(part if i % 2 else _INDENT.sub("\n", part) for i, part in enumerate(parts))
 
 
 def check_site_dir(site_dir: Path) -> None:
@@ -104,7 +115,8 @@ def fill_site(folder: Path, pages: Mapping[str, Page], files: Mapping[str, str |
             (folder / rel).write_text(content, encoding="utf-8")
     for rel, page in pages.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)  # tracks/ only when a board has track pages
-        (folder / rel).write_text(env.get_template(page.template).render(**page.context), encoding="utf-8")
+        html = compact_html(env.get_template(page.template).render(**page.context))
+        (folder / rel).write_text(html, encoding="utf-8")
     (folder / MARKER).write_text(f"built by xaibench {__version__}\n", encoding="utf-8")
     for p in folder.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
