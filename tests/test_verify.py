@@ -3,6 +3,7 @@ drawn with a fresh seed unless one is given."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import shutil
@@ -116,6 +117,7 @@ def test_a_fresh_submission_verifies_and_records_the_verification(
         "seed": 0,
         "matched": 16,
         "tolerance": 1e-06,
+        "relative_tolerance": 0.0,  # computed here: the same processor, the same bits
         "passed": True,
         "xaibench": __version__,
     }
@@ -228,6 +230,39 @@ def test_a_recorded_device_missing_here_re_runs_on_the_cpu_and_says_so(
     assert lines[2].startswith("the recorded device cuda:7 is not available here (")
     assert lines[2].endswith("): re-running on cpu, where values may differ")
     assert lines[-1] == "verified: 4 of 4 records match to 1e-06"
+
+
+def test_on_another_processor_values_match_within_the_cross_cpu_tolerance_and_no_further(
+    subs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DESIGN 6: values within a tolerance across CPU kernels, not the same bits. A value moved by
+    5e-4 relative fails where the file says it was computed here, passes where it names another
+    processor (or none), and one moved by 2e-3 relative fails on any."""
+    from xaibench.publish.verify import CROSS_CPU_TOLERANCE
+
+    path = subs / "gradient.json"
+    pristine = _load(path)
+    deletion = _values(pristine, "deletion")["shapes-test-0006"]
+    assert deletion is not None
+    assert deletion > 1e-3  # the relative step is past the 1e-6 floor
+    for cpu, step, passes in (
+        (None, 5e-4, False),  # as recorded: this processor
+        ("Another CPU", 5e-4, True),
+        ("drop", 5e-4, True),  # a file from before the processor was recorded
+        ("Another CPU", 2e-3, False),
+    ):
+        data = copy.deepcopy(pristine)
+        if cpu == "drop":
+            del data["environment"]["cpu"]
+        elif cpu is not None:
+            data["environment"]["cpu"] = cpu
+        _set_value(data, "deletion", "shapes-test-0006", deletion * (1 + step))
+        _save(path, data)
+        code, lines = _cli(capsys, "submission", "verify", path, "--samples", "all")
+        assert (code == 0) is passes, (cpu, step, lines)
+        relative = any(f"match within {CROSS_CPU_TOLERANCE:g} relative" in line for line in lines)
+        assert relative is (cpu is not None), lines
+    _save(path, pristine)
 
 
 def test_a_submission_recorded_on_another_cpu_names_the_cpu_and_its_kernels(
@@ -404,8 +439,13 @@ def test_a_record_that_rounds_differently_alone_is_reproduced_in_its_original_ba
 
     if not RECORD_ABLATIONCAM.is_file():
         pytest.skip("the record's ablationcam submission is not committed")
+    from xaibench.runner.run import environment
+
     copy = tmp_path / "ablationcam.json"
-    shutil.copyfile(RECORD_ABLATIONCAM, copy)
+    data = _load(RECORD_ABLATIONCAM)
+    here = environment()  # as computed on this processor: the 1e-6 tolerance, not the cross-CPU one
+    data["environment"].update(cpu=here["cpu"], cpu_capability=here["cpu_capability"])
+    _save(copy, data)
     wanted = "shapes-shortcut/model_randomisation/shapes-shortcut-test-0037"
     records = recorded_values(copy, load_submission(copy))
     seed = next(s for s in range(100_000) if str(choose(records, 1, s)[0]) == wanted)
