@@ -16,7 +16,7 @@ fi
 cp -r "$here/record/wip/$suite/submissions/." "$build/record/$suite/submissions/"
 cd "$build"
 export HF_HUB_OFFLINE=1 PYTHONPATH="$build:$(ls -d "$build"/plugins/*/ | tr '\n' ':')"
-order="lime,rise,all"
+order="rise,all"
 nohup "$here/.venv/bin/python" -m xaibench record build -e "$order" --data-dir "$data" --timeout 1200 --quiet \
   > "$log" 2>&1 &
 echo "build started in $build (pid $!), log $log"
