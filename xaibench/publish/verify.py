@@ -552,7 +552,7 @@ def verify_submission(
                 return _done(result, started)
             here = runner.environment
             _environment_notes(environment, here, result, same_device=config.device == device)
-            if any(environment.get(k) is None or environment.get(k) != here.get(k) for k in ("cpu", "cpu_capability")):
+            if any(environment.get(k) != here.get(k) for k in ("cpu", "cpu_capability")):  # here names both
                 result.relative_tolerance = CROSS_CPU_TOLERANCE
                 result.notes.append(
                     f"computed on {'another' if environment.get('cpu') else 'an unrecorded'} processor: values "

@@ -16,6 +16,7 @@ import platform
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,7 @@ def environment(device: torch.device | str = "cpu") -> dict[str, Any]:
     }
 
 
+@cache
 def cpu_name() -> str:
     """The processor's model name (``model name`` in /proc/cpuinfo on Linux, else
     :func:`platform.processor`), or ``unknown``."""

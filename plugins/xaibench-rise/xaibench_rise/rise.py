@@ -87,7 +87,7 @@ class Rise(AttributionExplainer):
         size = int(x.shape[-1])
         # the run's seed: every image gets the same masks (made on the CPU, used on the inputs' device)
         masks = self.masks(size, batch.seed).to(x.device)
-        flat = masks.reshape(masks.shape[0], -1)
+        flat = masks.reshape(masks.shape[0], -1).double()  # once: every image's weighted sum is float64
         base = baseline_input(self.params["baseline"], x[:1], model)
         maps = np.zeros((x.shape[0], size, size), dtype=np.float32)
         with torch.no_grad():
@@ -98,7 +98,7 @@ class Rise(AttributionExplainer):
                     probs = torch.softmax(logits.double(), dim=1)
                     scores.append(probs[:, target])
                 weights = torch.cat(scores)
-                sal = (weights @ flat.double()) / (masks.shape[0] * self.params["p"])
+                sal = (weights @ flat) / (masks.shape[0] * self.params["p"])
                 maps[b] = sal.reshape(size, size).cpu().numpy()
         return maps
 
