@@ -553,7 +553,14 @@ def test_explainer_page_draws_the_model_randomisation_cascade(built: Path) -> No
     chart = svg.group(0)
     assert "fraction of parameter blocks randomised (output first)" in chart
     assert "Spearman of |E| with the original" in chart
-    assert ">-1</text>" in chart and ">-0.5</text>" in chart  # a correlation axis, -1 to 1
+    # the grid and ticks are the page's shared frame for a correlation axis, -1 to 1, drawn once
+    use = re.search(r'<use href="#([^"]+)"/>', chart)
+    assert use is not None
+    page = (built / "explainers" / "alpha.html").read_text()
+    frame = re.search(rf'<g id="{use.group(1)}">(.*?)</g>', page)
+    assert frame is not None and page.count(f'<g id="{use.group(1)}">') == 1
+    assert ">-1</text>" in frame.group(1) and ">-0.5</text>" in frame.group(1) and ">1</text>" in frame.group(1)
+    assert "<text" not in chart.replace('<text class="axis"', "")  # no tick of its own
     main = re.search(r'<polyline class="line main" fill="none" points="([^"]+)">', chart)
     assert main is not None
     points = [float(v) for p in main.group(1).split() for v in p.split(",")]

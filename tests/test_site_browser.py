@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import os
 import re
 import shutil
@@ -29,6 +30,7 @@ from typing import Any
 
 import pytest
 from _site_data import EVIL_NAME, EVIL_NOTES, EVIL_PARAM, EVIL_SAMPLE, write_submissions
+from PIL import Image
 
 from xaibench.site import build_site
 
@@ -310,7 +312,18 @@ def test_explainer_page_shows_overlays_curves_and_histograms(site: Path, watch: 
     assert curves.count() == 3  # deletion, insertion and the model_randomisation cascade
     assert curves.first.locator("polyline.main").count() == 1
     assert curves.first.locator("polyline.other").count() == 5  # the other explainers, in grey
+    # the grid, ticks and border are the page's one shared frame, shown through each curve's <use>, in
+    # the site's colours: the plot's left border (x = 44 of 380) is drawn along its whole height
+    assert curves.first.locator("use").evaluate("u => u.getBBox().width") > 320
+    shot = Image.open(io.BytesIO(curves.first.screenshot())).convert("RGB")
+    scale = shot.width / 380
+    column = [shot.getpixel((round(44 * scale), round(y * scale))) for y in range(20, 195)]
+    assert sum(px != (255, 255, 255) for px in column) > 0.9 * len(column)
     assert section.locator("svg.hist").count() == 6  # metrics with values in [0, 1]
+    hist = Image.open(io.BytesIO(section.locator("svg.hist").first.screenshot())).convert("RGB")
+    scale = hist.width / 180  # the shared base line (y = 26 of 40) spans the chart
+    row = [hist.getpixel((round(x * scale), round(26 * scale))) for x in range(2, 178)]
+    assert sum(px != (255, 255, 255) for px in row) > 0.9 * len(row)
     _shot(w.page, "explainer-alpha")
 
 

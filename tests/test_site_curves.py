@@ -4,6 +4,7 @@ grows with the board once, not once per pair (the record's site: issue 41)."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -63,3 +64,31 @@ def test_a_histogram_is_one_path_with_its_bins_in_one_tooltip() -> None:
     assert svg.count("<path") == 1 and "<rect" not in svg
     assert 'd="M0 18.67h44.5v7.33h-44.5zM90 4h44.5v22h-44.5zM135 11.33h44.5v14.67h-44.5z"' in svg
     assert "<title>[0, 0.25): 1; [0.5, 0.75): 3; [0.75, 1): 2</title>" in svg
+
+
+def test_charts_with_a_shared_frame_refer_to_the_one_the_page_defines() -> None:
+    """A histogram over [-0.5, 2] and a correlation curve (-1 to 1): with ``shared_frame`` each draws
+    its data and a ``<use>`` of a frame that :func:`charts.shared_frames` defines once, holding the
+    base line, grid and bound labels the chart otherwise draws itself."""
+    own = str(charts.histogram_chart([-0.5, 0.75, 2], [1, 3], title="t"))
+    hist = str(charts.histogram_chart([-0.5, 0.75, 2], [1, 3], title="t", shared_frame=True))
+    curve = str(
+        charts.curve_chart(
+            [charts.Series("a", [0, 1], [0.5, -0.5], main=True)],
+            title="c",
+            x_label="x",
+            y_label="y",
+            y_range=(-1.0, 1.0),
+            shared_frame=True,
+        )
+    )
+    defs = str(charts.shared_frames([(-1.0, 1.0), (-1, 1)], [(-0.5, 2.0), (-0.5, 2.0)]))
+    refs = [re.search(r'<use href="#([^"]+)"/>', svg).group(1) for svg in (hist, curve)]  # type: ignore[union-attr]
+    assert refs == ["hist-frame-180x40-_2d0_2e5-2", "curve-frame-380x240-_2d1-1"]
+    assert "<text" not in hist and '<line class="base"' not in hist and '<line class="grid"' not in curve
+    groups = dict(re.findall(r'<g id="([^"]+)">(.*?)</g>', defs))
+    assert sorted(groups) == sorted(refs)  # one each, though asked twice
+    assert '<text class="tick" x="0" y="38">-0.5</text>' in groups[refs[0]] and '<line class="base"' in groups[refs[0]]
+    assert own.replace(groups[refs[0]], f'<use href="#{refs[0]}"/>') == hist  # the same frame, drawn elsewhere
+    assert groups[refs[1]].count('<line class="grid"') == 5 and ">-0.5</text>" in groups[refs[1]]
+    assert str(charts.shared_frames()) == ""

@@ -48,7 +48,7 @@ from xaibench.publish.writers import to_csv, to_json
 from xaibench.site.submitted import Submitted, submitted
 from xaibench.site.views.cells import all_flags, board_rules, verification_view
 from xaibench.site.views.correlations import correlation_view
-from xaibench.site.views.explainers import explainer_tracks
+from xaibench.site.views.explainers import chart_frames, explainer_tracks
 from xaibench.site.views.meta import known_answer_table, meta_tracks
 from xaibench.site.views.methodology import methodology
 from xaibench.site.views.overview import overview
@@ -217,13 +217,15 @@ def _pages(
             },
         )
     for sub in subs:
+        tracks = explainer_tracks(sub, board, by_key)
         pages[f"explainers/{sub.slug}.html"] = Page(
             "explainer.html.j2",
             {
                 "root": "../",
                 "page": "explainer",
                 "sub": sub,
-                "tracks": explainer_tracks(sub, board, by_key),
+                "tracks": tracks,
+                "chart_frames": chart_frames(tracks),
                 "verification": verification_view(board, sub.key, sub),
                 "flags": all_flags(board, sub.key),
                 "highlight_legend": legend(),

@@ -9,7 +9,8 @@ attributes and CSS classes from ``site.css`` only.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
@@ -61,6 +62,79 @@ def _points1(xs: Sequence[float], ys: Sequence[float], sx: object, sy: object) -
     )
 
 
+_CURVE_MARGINS = (44, 12, 12, 38)  # left, right, top, bottom (px)
+
+
+def _checked_range(y_range: tuple[float, float]) -> tuple[float, float]:
+    y_lo, y_hi = float(y_range[0]), float(y_range[1])
+    if not (math.isfinite(y_lo) and math.isfinite(y_hi) and y_hi > y_lo):
+        raise ValueError(f"y_range must be two finite numbers, low < high; got {y_range!r}")
+    return y_lo, y_hi
+
+
+def _id_part(text: str) -> str:
+    """``text`` as a part of an element id: letters and digits kept, anything else ``_<hex>``."""
+    return re.sub(r"[^A-Za-z0-9]", lambda m: f"_{ord(m.group()):x}", text)
+
+
+def curve_frame_id(y_range: tuple[float, float] = (0.0, 1.0), width: int = 380, height: int = 240) -> str:
+    """The page-wide id of the frame (grid, ticks, border) of ``width`` x ``height`` px curve charts
+    over ``y_range``."""
+    y_lo, y_hi = _checked_range(y_range)
+    return f"curve-frame-{width}x{height}-{_id_part(_f(y_lo))}-{_id_part(_f(y_hi))}"
+
+
+def histogram_frame_id(bounds: tuple[float, float], width: int = 180, height: int = 40) -> str:
+    """The page-wide id of the frame (base line, bound labels) of histograms over ``bounds``."""
+    return f"hist-frame-{width}x{height}-{_id_part(_g(bounds[0]))}-{_id_part(_g(bounds[1]))}"
+
+
+def _frame(width: int, height: int, y_lo: float, y_hi: float) -> str:
+    """Grid lines, tick labels and border of a curve chart: the same for every chart of one size
+    over one range."""
+    left, right, top, bottom = _CURVE_MARGINS
+    pw, ph = width - left - right, height - top - bottom
+    parts = []
+    for t in (0.0, 0.25, 0.5, 0.75, 1.0):
+        y = _f(top + ph * (1.0 - t))
+        parts.append(f'<line class="grid" x1="{left}" x2="{left + pw}" y1="{y}" y2="{y}"/>')
+        parts.append(f'<text class="tick" x="{left - 6}" y="{_f(top + ph * (1.0 - t) + 4)}" text-anchor="end">')
+        parts.append(f"{_f(y_lo + t * (y_hi - y_lo))}</text>")
+        parts.append(
+            f'<text class="tick" x="{_f(left + pw * t)}" y="{top + ph + 14}" text-anchor="middle">{_f(t)}</text>'
+        )
+    parts.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none"/>')
+    return "".join(parts)
+
+
+def _histogram_frame(width: int, height: int, lo: float, hi: float) -> str:
+    """Base line and bound labels of a histogram: the same for every histogram of one size over one range."""
+    base = height - 14
+    return (
+        f'<line class="base" x1="0" x2="{width}" y1="{base}" y2="{base}"/>'
+        f'<text class="tick" x="0" y="{height - 2}">{_g(lo)}</text>'
+        f'<text class="tick" x="{width}" y="{height - 2}" text-anchor="end">{_g(hi)}</text>'
+    )
+
+
+def shared_frames(
+    curve_ranges: Iterable[tuple[float, float]] = (), histogram_bounds: Iterable[tuple[float, float]] = ()
+) -> Markup:
+    """The frames of a page's default-size curve charts over ``curve_ranges`` and histograms over
+    ``histogram_bounds``, defined once (a hidden SVG that :func:`curve_chart` and
+    :func:`histogram_chart` with ``shared_frame`` refer to): a page of fifty curves and hundreds of
+    histograms repeats no grid, border or bound label."""
+    groups = {curve_frame_id(r): _frame(380, 240, *r) for r in {_checked_range(r) for r in curve_ranges}}
+    for lo, hi in histogram_bounds:
+        groups[histogram_frame_id((lo, hi))] = _histogram_frame(180, 40, float(lo), float(hi))
+    if not groups:
+        return Markup("")
+    body = "".join(f'<g id="{key}">{groups[key]}</g>' for key in sorted(groups))
+    return Markup(
+        f'<svg class="chart defs" width="0" height="0" aria-hidden="true" focusable="false"><defs>{body}</defs></svg>'
+    )
+
+
 def curve_chart(
     series: Sequence[Series],
     *,
@@ -70,16 +144,17 @@ def curve_chart(
     width: int = 380,
     height: int = 240,
     y_range: tuple[float, float] = (0.0, 1.0),
+    shared_frame: bool = False,
 ) -> Markup:
     """Lines of ``y`` over ``x`` in [0, 1] x ``y_range``; grey context lines, coloured ``main`` lines.
 
-    Values outside the ranges are drawn at the border (clamped).
+    Values outside the ranges are drawn at the border (clamped). With ``shared_frame`` the grid,
+    ticks and border are a reference to the page's :func:`shared_frames` (which the page must hold),
+    else they are drawn in the chart.
     """
-    left, right, top, bottom = 44, 12, 12, 38
+    left, right, top, bottom = _CURVE_MARGINS
     pw, ph = width - left - right, height - top - bottom
-    y_lo, y_hi = float(y_range[0]), float(y_range[1])
-    if not (math.isfinite(y_lo) and math.isfinite(y_hi) and y_hi > y_lo):
-        raise ValueError(f"y_range must be two finite numbers, low < high; got {y_range!r}")
+    y_lo, y_hi = _checked_range(y_range)
 
     def sx(x: float) -> float:
         return left + pw * min(max(x, 0.0), 1.0)
@@ -90,14 +165,10 @@ def curve_chart(
     parts = [
         f'<svg class="chart curve" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'role="img" aria-label="{escape(title)}">',
-        f"<title>{escape(title)}</title>",
+        f'<use href="#{curve_frame_id(y_range, width, height)}"/>'
+        if shared_frame
+        else _frame(width, height, y_lo, y_hi),
     ]
-    for t in (0.0, 0.25, 0.5, 0.75, 1.0):
-        v = y_lo + t * (y_hi - y_lo)
-        parts.append(f'<line class="grid" x1="{_f(sx(0))}" x2="{_f(sx(1))}" y1="{_f(sy(v))}" y2="{_f(sy(v))}"/>')
-        parts.append(f'<text class="tick" x="{left - 6}" y="{_f(sy(v) + 4)}" text-anchor="end">{_f(v)}</text>')
-        parts.append(f'<text class="tick" x="{_f(sx(t))}" y="{top + ph + 14}" text-anchor="middle">{_f(t)}</text>')
-    parts.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none"/>')
     ordered = sorted(series, key=lambda s: s.main)
     for s in ordered:
         if s.low is not None and s.high is not None:
@@ -130,8 +201,10 @@ def histogram_chart(
     mean: float | None = None,
     width: int = 180,
     height: int = 40,
+    shared_frame: bool = False,
 ) -> Markup:
-    """Bars of ``counts`` over ``edges``; the mean as a vertical tick; bounds written below."""
+    """Bars of ``counts`` over ``edges``; the mean as a vertical tick; bounds written below (with
+    ``shared_frame``, and the default size, by a reference to the page's :func:`shared_frames`)."""
     if len(edges) != len(counts) + 1 or not counts:
         return Markup("")
     lo, hi = float(edges[0]), float(edges[-1])
@@ -139,6 +212,7 @@ def histogram_chart(
     top, bottom = 4, 14
     ph = height - top - bottom
     peak = max(max(counts), 1)
+    shared = shared_frame and (width, height) == (180, 40)
 
     def sx(x: float) -> float:
         return width * (float(x) - lo) / span
@@ -146,7 +220,7 @@ def histogram_chart(
     parts = [
         f'<svg class="chart hist" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'role="img" aria-label="{escape(title)}">',
-        f"<title>{escape(title)}</title>",
+        f'<use href="#{histogram_frame_id((lo, hi))}"/>' if shared else _histogram_frame(width, height, lo, hi),
     ]
     # all bars as one path, their bins and counts in its one tooltip: a page holds hundreds of
     # these charts, and one element per bar doubled their size
@@ -162,15 +236,12 @@ def histogram_chart(
         bins.append(f"[{_g(a)}, {_g(b)}): {int(c)}")
     if bars:
         parts.append(f'<path class="bars" d="{"".join(bars)}"><title>{escape("; ".join(bins))}</title></path>')
-    parts.append(f'<line class="base" x1="0" x2="{width}" y1="{top + ph}" y2="{top + ph}"/>')
     if mean is not None and math.isfinite(mean):
         mx = min(max(sx(mean), 0.5), width - 0.5)
         parts.append(
             f'<line class="mean" x1="{mx:.2f}" x2="{mx:.2f}" y1="{top}" y2="{top + ph}">'
             f"<title>mean {_g(mean)}</title></line>"
         )
-    parts.append(f'<text class="tick" x="0" y="{height - 2}">{_g(lo)}</text>')
-    parts.append(f'<text class="tick" x="{width}" y="{height - 2}" text-anchor="end">{_g(hi)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
 

@@ -64,7 +64,8 @@ class Cell(TypedDict, total=False):
 
     missing: bool
     sort: str
-    """What the table sorts by: ``repr`` of the value, ``""`` for none."""
+    """What the table sorts by: the value to 7 significant digits (what float32 holds; the cell shows
+    3), ``""`` for none."""
     value: float | None
     ci: tuple[float, float] | None
     rank: int | None
@@ -252,7 +253,7 @@ def cell(
         "tie": tie,
         "n": row["n"],
         "n_na": row["n_na"],
-        "sort": "" if value is None else repr(float(value)),
+        "sort": "" if value is None else f"{float(value):.7g}",
         "status": status,
         "status_short": short,
         "flags": [f for f in flag_list(row.get("flags")) if f not in hide_flags],

@@ -58,6 +58,8 @@ class MetricView(TypedDict):
     params: JsonObject
     version: str | None
     histogram: Markup
+    histogram_bounds: tuple[float, float] | None
+    """The histogram's first and last edge (its shared frame: :func:`chart_frames`); None without one."""
 
 
 class ShownExample(Example, total=False):
@@ -143,9 +145,11 @@ def explainer_tracks(sub: Submitted, board: Leaderboard, by_key: Mapping[str, Su
                         hist.get("counts", []),
                         title=f"{shown}: distribution of per-sample values",
                         mean=rows[metric_id]["value"] if metric_id in rows else None,
+                        shared_frame=True,
                     )
                     if hist
                     else Markup(""),
+                    "histogram_bounds": _bounds(hist),
                 }
             )
         examples: list[ShownExample] = []
@@ -257,7 +261,21 @@ def curves(sub: Submitted, track: str, by_key: Mapping[str, Submitted]) -> list[
                     x_label=x_label,
                     y_label=y_label,
                     y_range=CURVE_Y_RANGE.get(metric, (0.0, 1.0)),
+                    shared_frame=True,
                 ),
             }
         )
     return out
+
+
+def _bounds(hist: Mapping[str, object] | None) -> tuple[float, float] | None:
+    edges = hist.get("edges") if hist else None
+    return (float(edges[0]), float(edges[-1])) if isinstance(edges, list) and len(edges) > 1 else None
+
+
+def chart_frames(tracks: Sequence[ExplainerTrack]) -> Markup:
+    """The frames the page's curves and histograms refer to (:func:`~xaibench.site.charts.shared_frames`), once."""
+    return charts.shared_frames(
+        (CURVE_Y_RANGE.get(c["metric"], (0.0, 1.0)) for t in tracks for c in t["curves"]),
+        {b for t in tracks for m in t["metrics"] if m["histogram"] and (b := m["histogram_bounds"]) is not None},
+    )
