@@ -69,7 +69,7 @@ def test_the_official_suite_declares_every_track_and_pins_each_dataset() -> None
         made = MechanismsDataset(**spec.dataset_params)
         assert (
             (REVISIONS[spec.name].revision, REVISIONS[spec.name].samples)
-            == (made.revision, MECHANISM_SAMPLES)
+            == (made.revision, MECHANISM_SAMPLES)  # as many as the other synthetic tracks (DESIGN 10)
             == (
                 made.revision,
                 len(made),
@@ -94,6 +94,19 @@ def test_a_copy_that_differs_is_named_before_any_work() -> None:
     check_revisions("record-v1", [other], pinned, lambda s: pytest.fail("an unpinned track is not loaded"))
 
 
+def test_docs_datasets_table_states_every_pin() -> None:
+    """docs/datasets.md's table of the official suite has one row per track with its pinned sample
+    count and revision, and no row for a track the suite does not pin."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
+    table = text.split("## The official suite: `record-v1`")[1].split("\n## ")[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 5:
+            rows[cells[0].strip("`")] = (cells[3].strip("`"), int(cells[2]))
+    assert rows == {name: (pin.revision, pin.samples) for name, pin in REVISIONS.items()}
+
+
 def test_the_shipped_synthetic_datasets_are_the_pinned_ones() -> None:
     from xaibench.plugins.manager import get_registry
 
@@ -103,7 +116,7 @@ def test_the_shipped_synthetic_datasets_are_the_pinned_ones() -> None:
             dataset = registry.create("dataset", row.spec.dataset, **row.spec.dataset_params)
             pinned = REVISIONS[row.spec.name]
             assert (dataset.revision, len(dataset)) == (pinned.revision, pinned.samples), row.spec.name
-            assert pinned.samples == (MECHANISM_SAMPLES if row.spec.dataset == "mechanisms" else 256)
+            assert pinned.samples == 256  # every synthetic track, mechanisms included (DESIGN 10)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data (the real datasets of the record)")
