@@ -518,6 +518,12 @@ def test_perceptual_values_carry_the_proxy_label_and_not_ranked_everywhere(built
     q1_row = re.search(r'<th scope="row"[^>]*data-sort="pasta_q1">.*?</tr>', _track(alpha, 1), re.S)
     assert q1_row is not None and PROXY_LABEL in q1_row.group(0) and "not ranked" in q1_row.group(0)
     assert "Shown but not ranked on this track" in _track(alpha, 1)
+    # the family's reason is said once, above the table; each of its rows points there
+    family_cells = re.findall(r"</th>\s*<td[^>]*>(.*?)</td>", _track(alpha, 1).split("<h3>Metrics</h3>")[1], re.S)
+    perceptual = [c for c in family_cells if c.startswith("perceptual")]
+    assert perceptual and all(
+        c == 'perceptual<span class="status">not ranked here (why: above)</span>' for c in perceptual
+    )
     correlations = (built / "correlations.html").read_text()
     assert f'<h3>Each metric against pasta_q1 <span class="label">{PROXY_LABEL}</span></h3>' in correlations
     assert f"(perceptual values: {PROXY_LABEL})" in correlations  # the heatmaps' titles
