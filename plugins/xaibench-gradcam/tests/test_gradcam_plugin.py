@@ -301,3 +301,39 @@ def test_timm_vit_token_maps_reshape_without_a_setting(builtin_registry, tiny: T
     assert maps.shape == (2, 160, 160)  # a 10 x 10 patch grid behind the class token, resized
     np.testing.assert_array_equal(maps, track.run(cams.GradCAM(reshape="vit")))
     assert model_state(model.module) == before
+
+
+def test_dff_maps_do_not_move_with_the_last_bits_of_a_narrow_layers_activations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mechanism model's CAM layer has 2 channels. Factorised into the default 5 concepts its
+    activations have no unique NMF, and activations moved by 1e-6 (float32 rounding of another
+    CPU's kernels) changed some maps wholesale; at most 2 concepts, as dff 1.1 takes, they move by
+    rounding only."""
+    from pytorch_grad_cam.feature_factorization import deep_feature_factorization as library
+    from xaibench_gradcam import _lib
+
+    from xaibench.datasets.mechanisms import MechanismsDataset
+    from xaibench.models.mechanism import MechanismModel
+
+    model = MechanismModel(mechanism="interaction")
+    data = MechanismsDataset(mechanism="interaction", n=40)
+    x = model.preprocess([data.sample(i).image for i in range(40)])
+    targets = model.module(x).argmax(1).tolist()
+    rng = np.random.default_rng(0)
+
+    def moved(activations: np.ndarray, n_components: int = 5) -> tuple[np.ndarray, np.ndarray]:
+        noise = 1 + 1e-6 * rng.standard_normal(activations.shape)
+        return library.dff((activations * noise).astype(activations.dtype), n_components=n_components)
+
+    def change(n_components: int) -> np.ndarray:
+        a = _lib.class_dff(model.module, model.module.detect, None, x, targets, n_components)
+        with monkeypatch.context() as m:
+            m.setattr(_lib, "dff", moved)
+            b = _lib.class_dff(model.module, model.module.detect, None, x, targets, n_components)
+        scale = np.abs(a).reshape(len(a), -1).max(axis=1) + 1e-30
+        return np.abs(a - b).reshape(len(a), -1).max(axis=1) / scale
+
+    assert change(5).max() < 1e-4  # capped at the layer's 2 channels
+    monkeypatch.setattr(_lib, "min", lambda a, b: a, raising=False)  # the cap undone: 5 concepts
+    assert change(5).max() > 0.1

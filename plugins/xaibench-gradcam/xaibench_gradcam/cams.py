@@ -243,9 +243,12 @@ class DeepFeatureFactorization(CamExplainer):
     """Deep Feature Factorization (Collins et al. 2018) made class-specific: NMF concepts of
     the target layer weighted by their Grad-CAM relevance to the target class (see
     ``xaibench_gradcam._lib.class_dff``; the class weighting is this plugin's, the paper's
-    DFF is class-agnostic). ``n_components``: number of NMF concepts (default 5)."""
+    DFF is class-agnostic). ``n_components``: number of NMF concepts (default 5), at most the
+    target layer's channels (1.1: a factorisation into more concepts than channels is not unique,
+    and its maps moved with float rounding)."""
 
     name = "dff"
+    version = f"1.1.0+gradcam.{LIBRARY_VERSION}"
     description = "Deep Feature Factorization (Collins et al. 2018), concepts weighted by class relevance."
     default_params: ClassVar[dict[str, Any]] = {"n_components": 5, "reshape": "model"}
     param_specs: ClassVar[dict[str, Param]] = {"n_components": Param(int, low=1, high=64), **RESHAPE}
