@@ -83,13 +83,14 @@ synthetic tracks already raise on the same explainers."""
 
 MECHANISM_SAMPLES = 256
 """Samples per mechanism track: DESIGN 10's "at least 256" for every synthetic track. Measured in
-the record (39 explainers, 30 ranked there): every ranking metric of the mechanism tracks is stable
-but ``mechanism-saturation``'s ``gt_mass_inside`` (flagged ``unstable`` at 64 and at 256): a dozen
-methods (the gradient, LRP, DeepLIFT and CAM families) score at chance there by construction, the
-known result (saturated evidence has zero gradient), their means within 1e-3 of one another, so
-their order among themselves is noise at any n; the board shows them tied. The cost is ROAD's
-imputation (a sparse solve per perturbed image: 256 images x 2 orders x the thresholds), not the
-model: the six tracks at 256 took 287-663 s an explainer on two cores."""
+the record (39 explainers, 31 ranked there): every ranking metric of the mechanism tracks is
+stable, ``mechanism-saturation``'s ``gt_mass_inside`` narrowly (``p05_tau`` 0.51 against the 0.5
+flag; 0.41 at 64 samples): sixteen methods (the gradient, LRP, DeepLIFT and CAM families) score
+at chance there by construction, the known result (saturated evidence has zero gradient), their
+means within 1e-3 of one another, so their order among themselves is noise at any n; the board
+shows them tied. The cost is ROAD's imputation (a sparse solve per perturbed image: 256 images x
+2 orders x 50 steps), not the model: the six tracks at 256 took 287-663 s an explainer on two
+cores."""
 MECHANISM_RECORD_METRICS = (
     "family:ground_truth",
     *FAITHFULNESS_CURVES,
