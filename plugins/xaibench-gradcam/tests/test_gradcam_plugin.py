@@ -304,7 +304,7 @@ def test_timm_vit_token_maps_reshape_without_a_setting(builtin_registry, tiny: T
 
 
 def test_dff_maps_do_not_move_with_the_last_bits_of_a_narrow_layers_activations(
-    monkeypatch: pytest.MonkeyPatch,
+    builtin_registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The mechanism model's CAM layer has 2 channels. Factorised into the default 5 concepts its
     activations have no unique NMF, and activations moved by 1e-6 (float32 rounding of another
@@ -313,11 +313,8 @@ def test_dff_maps_do_not_move_with_the_last_bits_of_a_narrow_layers_activations(
     from pytorch_grad_cam.feature_factorization import deep_feature_factorization as library
     from xaibench_gradcam import _lib
 
-    from xaibench.datasets.mechanisms import MechanismsDataset
-    from xaibench.models.mechanism import MechanismModel
-
-    model = MechanismModel(mechanism="interaction")
-    data = MechanismsDataset(mechanism="interaction", n=40)
+    model = builtin_registry.create("model", "mechanism", mechanism="interaction")
+    data = builtin_registry.create("dataset", "mechanisms", mechanism="interaction", n=40)
     x = model.preprocess([data.sample(i).image for i in range(40)])
     targets = model.module(x).argmax(1).tolist()
     rng = np.random.default_rng(0)
