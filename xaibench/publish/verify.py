@@ -84,10 +84,10 @@ from xaibench.suites.metric_selection import resolve_metrics
 from xaibench.version import __version__
 
 TOLERANCE = 1e-6
+"""Largest absolute difference between a recorded and a re-run value that still matches."""
 CROSS_CPU_TOLERANCE = 1e-3
 """Relative tolerance of a match when the submission was computed on another (or an unrecorded)
 processor (module doc, step 4)."""
-"""Largest absolute difference between a recorded and a re-run value that still matches."""
 DEFAULT_SAMPLES = 16
 """Records re-run by default (``--samples``)."""
 ALL = "all"

@@ -63,6 +63,10 @@ def _points1(xs: Sequence[float], ys: Sequence[float], sx: object, sy: object) -
 
 
 _CURVE_MARGINS = (44, 12, 12, 38)  # left, right, top, bottom (px)
+CURVE_SIZE = (380, 240)
+"""A curve chart's default width and height (px); only charts of this size share a page's frame."""
+HISTOGRAM_SIZE = (180, 40)
+"""A histogram's default width and height (px); only histograms of this size share a page's frame."""
 
 
 def _checked_range(y_range: tuple[float, float]) -> tuple[float, float]:
@@ -77,15 +81,16 @@ def _id_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", lambda m: f"_{ord(m.group()):x}", text)
 
 
-def curve_frame_id(y_range: tuple[float, float] = (0.0, 1.0), width: int = 380, height: int = 240) -> str:
-    """The page-wide id of the frame (grid, ticks, border) of ``width`` x ``height`` px curve charts
-    over ``y_range``."""
+def curve_frame_id(y_range: tuple[float, float] = (0.0, 1.0)) -> str:
+    """The page-wide id of the frame (grid, ticks, border) of default-size curve charts over ``y_range``."""
     y_lo, y_hi = _checked_range(y_range)
+    width, height = CURVE_SIZE
     return f"curve-frame-{width}x{height}-{_id_part(_f(y_lo))}-{_id_part(_f(y_hi))}"
 
 
-def histogram_frame_id(bounds: tuple[float, float], width: int = 180, height: int = 40) -> str:
-    """The page-wide id of the frame (base line, bound labels) of histograms over ``bounds``."""
+def histogram_frame_id(bounds: tuple[float, float]) -> str:
+    """The page-wide id of the frame (base line, bound labels) of default-size histograms over ``bounds``."""
+    width, height = HISTOGRAM_SIZE
     return f"hist-frame-{width}x{height}-{_id_part(_g(bounds[0]))}-{_id_part(_g(bounds[1]))}"
 
 
@@ -96,9 +101,9 @@ def _frame(width: int, height: int, y_lo: float, y_hi: float) -> str:
     pw, ph = width - left - right, height - top - bottom
     parts = []
     for t in (0.0, 0.25, 0.5, 0.75, 1.0):
-        y = _f(top + ph * (1.0 - t))
-        parts.append(f'<line class="grid" x1="{left}" x2="{left + pw}" y1="{y}" y2="{y}"/>')
-        parts.append(f'<text class="tick" x="{left - 6}" y="{_f(top + ph * (1.0 - t) + 4)}" text-anchor="end">')
+        at = top + ph * (1.0 - t)
+        parts.append(f'<line class="grid" x1="{left}" x2="{left + pw}" y1="{_f(at)}" y2="{_f(at)}"/>')
+        parts.append(f'<text class="tick" x="{left - 6}" y="{_f(at + 4)}" text-anchor="end">')
         parts.append(f"{_f(y_lo + t * (y_hi - y_lo))}</text>")
         parts.append(
             f'<text class="tick" x="{_f(left + pw * t)}" y="{top + ph + 14}" text-anchor="middle">{_f(t)}</text>'
@@ -124,9 +129,9 @@ def shared_frames(
     ``histogram_bounds``, defined once (a hidden SVG that :func:`curve_chart` and
     :func:`histogram_chart` with ``shared_frame`` refer to): a page of fifty curves and hundreds of
     histograms repeats no grid, border or bound label."""
-    groups = {curve_frame_id(r): _frame(380, 240, *r) for r in {_checked_range(r) for r in curve_ranges}}
+    groups = {curve_frame_id(r): _frame(*CURVE_SIZE, *r) for r in {_checked_range(r) for r in curve_ranges}}
     for lo, hi in histogram_bounds:
-        groups[histogram_frame_id((lo, hi))] = _histogram_frame(180, 40, float(lo), float(hi))
+        groups[histogram_frame_id((lo, hi))] = _histogram_frame(*HISTOGRAM_SIZE, float(lo), float(hi))
     if not groups:
         return Markup("")
     body = "".join(f'<g id="{key}">{groups[key]}</g>' for key in sorted(groups))
@@ -141,16 +146,16 @@ def curve_chart(
     title: str,
     x_label: str,
     y_label: str,
-    width: int = 380,
-    height: int = 240,
+    width: int = CURVE_SIZE[0],
+    height: int = CURVE_SIZE[1],
     y_range: tuple[float, float] = (0.0, 1.0),
     shared_frame: bool = False,
 ) -> Markup:
     """Lines of ``y`` over ``x`` in [0, 1] x ``y_range``; grey context lines, coloured ``main`` lines.
 
-    Values outside the ranges are drawn at the border (clamped). With ``shared_frame`` the grid,
-    ticks and border are a reference to the page's :func:`shared_frames` (which the page must hold),
-    else they are drawn in the chart.
+    Values outside the ranges are drawn at the border (clamped). With ``shared_frame``, and the
+    default size, the grid, ticks and border are a reference to the page's :func:`shared_frames`
+    (which the page must hold), else they are drawn in the chart.
     """
     left, right, top, bottom = _CURVE_MARGINS
     pw, ph = width - left - right, height - top - bottom
@@ -165,8 +170,8 @@ def curve_chart(
     parts = [
         f'<svg class="chart curve" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'role="img" aria-label="{escape(title)}">',
-        f'<use href="#{curve_frame_id(y_range, width, height)}"/>'
-        if shared_frame
+        f'<use href="#{curve_frame_id(y_range)}"/>'
+        if shared_frame and (width, height) == CURVE_SIZE
         else _frame(width, height, y_lo, y_hi),
     ]
     ordered = sorted(series, key=lambda s: s.main)
@@ -199,8 +204,8 @@ def histogram_chart(
     *,
     title: str,
     mean: float | None = None,
-    width: int = 180,
-    height: int = 40,
+    width: int = HISTOGRAM_SIZE[0],
+    height: int = HISTOGRAM_SIZE[1],
     shared_frame: bool = False,
 ) -> Markup:
     """Bars of ``counts`` over ``edges``; the mean as a vertical tick; bounds written below (with
@@ -212,7 +217,6 @@ def histogram_chart(
     top, bottom = 4, 14
     ph = height - top - bottom
     peak = max(max(counts), 1)
-    shared = shared_frame and (width, height) == (180, 40)
 
     def sx(x: float) -> float:
         return width * (float(x) - lo) / span
@@ -220,7 +224,9 @@ def histogram_chart(
     parts = [
         f'<svg class="chart hist" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'role="img" aria-label="{escape(title)}">',
-        f'<use href="#{histogram_frame_id((lo, hi))}"/>' if shared else _histogram_frame(width, height, lo, hi),
+        f'<use href="#{histogram_frame_id((lo, hi))}"/>'
+        if shared_frame and (width, height) == HISTOGRAM_SIZE
+        else _histogram_frame(width, height, lo, hi),
     ]
     # all bars as one path, their bins and counts in its one tooltip: a page holds hundreds of
     # these charts, and one element per bar doubled their size
