@@ -47,9 +47,12 @@ NEIGHBOUR_WEIGHTS: tuple[tuple[int, int, float], ...] = (
     (1, 1, 1 / 12),
 )
 
-#: Default bound on the unknowns of one block-diagonal solve (memory of the factors): about one
-#: 224 px image; larger chunks were no faster (bench/bench_faithfulness_memory.py).
-DEFAULT_MAX_UNKNOWNS = 50_000
+#: Default bound on the unknowns of one block-diagonal solve (an image with more is solved alone).
+#: SuperLU factors a block-diagonal system more slowly than its blocks one chunk at a time once
+#: the chunk is large: ROAD's calls on 64 px images (16 masks of one image a call) ran in 0.78 to
+#: 0.83 of the time at 8,192 as at 50,000, and 224 px images, solved alone either way, the same
+#: (bench/bench_imputation_chunks.py). The images are the same bit for bit at every bound.
+DEFAULT_MAX_UNKNOWNS = 8_192
 
 
 @lru_cache(maxsize=16)
