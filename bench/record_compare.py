@@ -4,8 +4,10 @@ committed one): per explainer, the tracks and metrics each holds, the samples wh
 
     .venv/bin/python bench/record_compare.py record/record-v1/submissions OTHER/submissions [--rtol 1e-6]
 
-Creation times, costs and the environment are not compared (they differ by design). Exit status 1
-when a value differs or a track or metric is on one side only, 0 otherwise.
+Creation times, costs and the environment are not compared (they differ by design). Where both
+folders have a ``meta/validity.json`` beside them (the validity tests, recomputed by a
+regeneration), those are compared too, every verdict, figure and interval. Exit status 1 when a
+value differs or a track or metric is on one side only, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -68,6 +70,33 @@ def compare(a: Path, b: Path, rtol: float) -> tuple[list[str], int]:
     return lines, compared
 
 
+def compare_json(a: object, b: object, rtol: float, where: str = "") -> tuple[list[str], int]:
+    """Lines naming every place where the JSON values ``a`` and ``b`` differ (numbers apart by more
+    than ``rtol`` relative, anything else unequal), and the number of numbers compared."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        lines: list[str] = [
+            f"{where}/{k}: only in {'the first' if k in a else 'the second'}" for k in a.keys() ^ b.keys()
+        ]
+        count = 0
+        for key in sorted(a.keys() & b.keys()):
+            more, n = compare_json(a[key], b[key], rtol, f"{where}/{key}")
+            lines += more
+            count += n
+        return lines, count
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        lines, count = [], 0
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            more, n = compare_json(x, y, rtol, f"{where}[{i}]")
+            lines += more
+            count += n
+        return lines, count
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+        same = a == b or abs(a - b) <= max(1e-12, rtol * abs(a))
+        return ([] if same else [f"{where}: {a!r} vs {b!r}"]), 1
+    return ([] if a == b else [f"{where}: {a!r} vs {b!r}"]), 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("first", type=Path)
@@ -85,6 +114,14 @@ def main() -> int:
         lines, compared = compare(a, b, args.rtol)
         total += compared
         print(f"{name}: {'the same' if not lines else 'differs'} ({compared} values)")
+        for line in lines:
+            print(f"  {line}")
+        failed |= bool(lines)
+    validity = [folder.parent / "meta" / "validity.json" for folder in (args.first, args.second)]
+    if all(v.is_file() for v in validity):
+        lines, compared = compare_json(_load(validity[0]), _load(validity[1]), args.rtol)
+        total += compared
+        print(f"validity.json: {'the same' if not lines else 'differs'} ({compared} values)")
         for line in lines:
             print(f"  {line}")
         failed |= bool(lines)

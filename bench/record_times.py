@@ -1,7 +1,8 @@
 """The wall time of a record build, from its logs: each explainer's seconds and share of the whole.
 
 Reads the progress lines ``[i/n] NAME done in S s; ...`` that ``xaibench record build`` prints
-(``bench/record_regenerate.sh`` appends them to ``DIR.log``); a build resumed across sessions
+(``bench/record_regenerate.sh`` appends them to ``DIR.log``, then a line for the validity tests,
+meta and board that follow the build); a build resumed across sessions
 has one log or several, read in the order given (an explainer finished twice counts its last
 time). Prints one row per explainer, slowest first, then the total in hours and how many
 explainers the logs finish. Interrupted work (an explainer killed before its ``done`` line) is
@@ -17,6 +18,8 @@ import re
 from pathlib import Path
 
 DONE = re.compile(r"^\[\d+/\d+\] (?P<name>\S+) done in (?P<seconds>\d+(?:\.\d+)?) s")
+AFTER = re.compile(r"^(?P<name>validity tests and board) done in (?P<seconds>\d+(?:\.\d+)?) s")
+"""The line bench/record_regenerate.sh writes after the build (the validity tests, meta and board)."""
 
 
 def finished(logs: list[Path]) -> dict[str, float]:
@@ -24,7 +27,7 @@ def finished(logs: list[Path]) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for log in logs:
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            if match := DONE.match(line.strip()):
+            if match := DONE.match(line.strip()) or AFTER.match(line.strip()):
                 seconds[match["name"]] = float(match["seconds"])
     return seconds
 
@@ -44,7 +47,9 @@ def main() -> None:
     for name, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
         print(f"{name:<24} {s:>7.0f} s  {100 * s / total:5.1f} %")
     of = f" of {args.explainers}" if args.explainers else ""
-    print(f"total {total:.0f} s = {total / 3600:.2f} h for {len(seconds)}{of} explainers")
+    explainers = sum(1 for name in seconds if not AFTER.match(f"{name} done in 0 s"))
+    after = " and the validity tests" if len(seconds) > explainers else ""
+    print(f"total {total:.0f} s = {total / 3600:.2f} h for {explainers}{of} explainers{after}")
 
 
 if __name__ == "__main__":
