@@ -62,10 +62,11 @@ def compare(a: Path, b: Path, rtol: float) -> tuple[list[str], int]:
             diff[both] = np.abs(xa[both] - xb[both])
             apart = both & (diff > np.maximum(1e-12, rtol * np.abs(xa)))
             if na.any() or apart.any():
-                worst = int(np.argmax(diff))
+                # the largest difference among the values apart (an n/a mismatch when none is)
+                worst = int(np.argmax(np.where(apart, diff, -1.0))) if apart.any() else int(np.argmax(na))
                 lines.append(
                     f"{track}/{metric}: {int(na.sum())} n/a on one side, {int(apart.sum())} apart; largest "
-                    f"{diff[worst]:.3g} at {ids_a[worst]} ({xa[worst]!r} vs {xb[worst]!r})"
+                    f"{diff[worst]:.3g} at {ids_a[worst]} ({float(xa[worst])!r} vs {float(xb[worst])!r})"
                 )
     return lines, compared
 
