@@ -4,7 +4,8 @@ Work: ROAD's calls as the metric makes them on the CPU: one image, ``--batch`` m
 batch of the faithfulness scorer), the masks the first k % of the pixels in the map's order for
 k = 1, 3, ..., 99 (50 steps), both orders. Maps: ``random`` (fragmented masks, the worst case for
 fill-in) and ``smooth`` (a blurred random field: CAM-like blobs). Images of ``--sizes`` pixels a
-side (64: ``shapes`` and the mechanism tracks; 224: the photo tracks).
+side (64: ``shapes`` and the mechanism tracks; 224: the photo tracks, one image whatever
+``--images`` says: each call is slow).
 
 Prints, per image size and map, the seconds of each chunk bound and the ratio to the current
 default (:data:`~xaibench.metrics.faithfulness.imputation.DEFAULT_MAX_UNKNOWNS`), and checks that
@@ -22,7 +23,9 @@ import time
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
+from xaibench.metrics.faithfulness.formulas import DEFAULT_THRESHOLDS, road_percents
 from xaibench.metrics.faithfulness.imputation import DEFAULT_MAX_UNKNOWNS, linear_imputation
+from xaibench.metrics.faithfulness.perturbation import pixel_count
 
 BOUNDS = (50_000, 16_384, 8_192, 4_096, 2_048)
 
@@ -31,7 +34,7 @@ def road_calls(size: int, images: int, batch: int, maps: str, seed: int = 0) -> 
     """``(image, masks)`` of every call ROAD makes for ``images`` random images of ``size`` px."""
     rng = np.random.default_rng(seed)
     pixels = size * size
-    counts = np.round(np.arange(1, 100, 2) / 100 * pixels).astype(int)
+    counts = np.unique(pixel_count(road_percents(DEFAULT_THRESHOLDS), 100, pixels))  # ROAD's own steps
     calls = []
     for _ in range(images):
         image = rng.standard_normal((3, size, size)).astype(np.float32)

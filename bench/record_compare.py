@@ -98,6 +98,14 @@ def compare_json(a: object, b: object, rtol: float, where: str = "") -> tuple[li
     return ([] if a == b else [f"{where}: {a!r} vs {b!r}"]), 0
 
 
+def _report(name: str, lines: list[str], compared: int) -> bool:
+    """Print ``name``'s verdict and its differences; True when it differs."""
+    print(f"{name}: {'the same' if not lines else 'differs'} ({compared} values)")
+    for line in lines:
+        print(f"  {line}")
+    return bool(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("first", type=Path)
@@ -114,18 +122,12 @@ def main() -> int:
             continue
         lines, compared = compare(a, b, args.rtol)
         total += compared
-        print(f"{name}: {'the same' if not lines else 'differs'} ({compared} values)")
-        for line in lines:
-            print(f"  {line}")
-        failed |= bool(lines)
+        failed |= _report(name, lines, compared)
     validity = [folder.parent / "meta" / "validity.json" for folder in (args.first, args.second)]
     if all(v.is_file() for v in validity):
         lines, compared = compare_json(_load(validity[0]), _load(validity[1]), args.rtol)
         total += compared
-        print(f"validity.json: {'the same' if not lines else 'differs'} ({compared} values)")
-        for line in lines:
-            print(f"  {line}")
-        failed |= bool(lines)
+        failed |= _report("validity.json", lines, compared)
     print(f"{total} values compared; {'all the same' if not failed else 'differences above'}")
     return 1 if failed else 0
 

@@ -18,8 +18,9 @@ import re
 from pathlib import Path
 
 DONE = re.compile(r"^\[\d+/\d+\] (?P<name>\S+) done in (?P<seconds>\d+(?:\.\d+)?) s")
-AFTER = re.compile(r"^(?P<name>validity tests and board) done in (?P<seconds>\d+(?:\.\d+)?) s")
-"""The line bench/record_regenerate.sh writes after the build (the validity tests, meta and board)."""
+AFTER_BUILD = "validity tests and board"
+"""The step bench/record_regenerate.sh times after the build (its line: ``<step> done in S s``)."""
+AFTER = re.compile(rf"^(?P<name>{AFTER_BUILD}) done in (?P<seconds>\d+(?:\.\d+)?) s")
 
 
 def finished(logs: list[Path]) -> dict[str, float]:
@@ -27,7 +28,8 @@ def finished(logs: list[Path]) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for log in logs:
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            if match := DONE.match(line.strip()) or AFTER.match(line.strip()):
+            line = line.strip()
+            if match := DONE.match(line) or AFTER.match(line):
                 seconds[match["name"]] = float(match["seconds"])
     return seconds
 
@@ -47,8 +49,8 @@ def main() -> None:
     for name, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
         print(f"{name:<24} {s:>7.0f} s  {100 * s / total:5.1f} %")
     of = f" of {args.explainers}" if args.explainers else ""
-    explainers = sum(1 for name in seconds if not AFTER.match(f"{name} done in 0 s"))
-    after = " and the validity tests" if len(seconds) > explainers else ""
+    explainers = len(seconds) - (AFTER_BUILD in seconds)
+    after = " and the validity tests" if AFTER_BUILD in seconds else ""
     print(f"total {total:.0f} s = {total / 3600:.2f} h for {explainers}{of} explainers{after}")
 
 
