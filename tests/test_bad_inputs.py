@@ -88,7 +88,7 @@ def test_bad_run_options_fail_before_any_work(
     code, output = _cli(capsys, *SMALL_RUN, "--workdir", tmp_path / "w", "--submissions", tmp_path / "s", *args)
     last = _assert_one_clear_line(code, output, option)
     assert code == 2 and last.startswith("Error: Invalid value")  # click's usage error: hint, then one line
-    assert re.search(r"^Try '\S+ run --help' for help\.$", output, re.M), output
+    assert re.search(r"^Try '.+ run --help' for help\.$", output, re.M), output
     assert not (tmp_path / "w").exists() and not (tmp_path / "s").exists()
 
 
@@ -120,7 +120,7 @@ def test_usage_error_stays_clicks_hint_plus_one_line(capsys: pytest.CaptureFixtu
     code, output = _cli(capsys, "run")
     assert code == 2
     _assert_one_clear_line(code, output, "--explainer")
-    assert re.match(r"Usage: \S+ run \[OPTIONS\]\nTry '\S+ run --help' for help\.\n\nError: ", output), output
+    assert re.match(r"Usage: .+ run \[OPTIONS\]\nTry '.+ run --help' for help\.\n\nError: ", output), output
 
 
 # ----------------------------------------------------------------------------- places to write

@@ -1,7 +1,8 @@
 """``explainers``: every explainer of the built-ins and of the captum, gradcam, rise and zennit
 distributions on the device, ``--limit 8``, scored with ``sparseness`` only (cheap: the point is
-the maps): the saliency explainers on tracks ``shapes`` and ``photos``, ``oracle`` on ``shapes``
-(photos have no masks), the concept explainers on the concept-bottleneck model ``shapes-cbm``, and
+the maps): the saliency explainers on tracks ``shapes`` and ``photos``, the references that need
+the ground truth (``oracle``, ``ladder``, ``planted``) on ``shapes-shortcut`` (photos have no masks,
+shapes no planted cue), the concept explainers on the concept-bottleneck model ``shapes-cbm``, and
 ``attention-rollout`` on the ``vit`` suite.
 
 Goals: no explainer failed on a batch (the summary's ``explained.failed``), no record is n/a for an
@@ -28,7 +29,8 @@ MAX_DTOH = 8
 
 
 def explainer_names() -> dict[str, str]:
-    """Name -> kind (``saliency``, ``concept``) of every explainer of ``DISTRIBUTIONS``."""
+    """Name -> kind (``saliency``, ``concept``; ``reference`` for one that needs the ground truth) of
+    every explainer of ``DISTRIBUTIONS``."""
     listed = subprocess.run(
         [sys.executable, "-m", "xaibench", "list", "explainers", "--json"],
         env=env(),
@@ -36,7 +38,11 @@ def explainer_names() -> dict[str, str]:
         text=True,
         check=True,
     )
-    return {e["name"]: e["kind"] for e in json.loads(listed.stdout) if e["distribution"] in DISTRIBUTIONS}
+    return {
+        e["name"]: "reference" if "ground_truth" in e["needs"] else e["kind"]
+        for e in json.loads(listed.stdout)
+        if e["distribution"] in DISTRIBUTIONS
+    }
 
 
 def host_copies(names: list[str], cfg: Config) -> dict[str, Any]:
@@ -93,21 +99,23 @@ def failures(out: Any) -> tuple[int, int, list[str]]:
 
 
 def runs(cfg: Config) -> tuple[list[str], dict[str, list[str]]]:
-    """(the saliency explainers, the runs): saliency explainers on shapes and photos; ``oracle`` on
-    shapes only (photos have no masks but one); concept explainers on the concept-bottleneck model
-    ``shapes-cbm`` (any other model refuses them); ``attention-rollout`` on the ``vit`` suite."""
+    """(the saliency explainers, the runs): saliency explainers on shapes and photos; the references
+    that need the ground truth on shapes-shortcut only (masks and a planted cue); concept explainers
+    on the concept-bottleneck model ``shapes-cbm`` (any other model refuses them);
+    ``attention-rollout`` on the ``vit`` suite."""
     device = ["--device", cfg.device, "--metric", "sparseness", "--limit", "2" if cfg.dry else "8"]
     if cfg.dry:
         saliency, concept = DRY_EXPLAINERS, DRY_CONCEPT
     else:
         kinds = explainer_names()
-        saliency = [n for n, k in kinds.items() if k == "saliency" and n != "oracle"]
+        saliency = [n for n, k in kinds.items() if k == "saliency"]
+        references = [n for n, k in kinds.items() if k == "reference"]
         concept = [n for n, k in kinds.items() if k == "concept"]
     found = {"saliency": ["-e", ",".join(saliency), "--track", "shapes", *device]}
     found["concept"] = ["-e", ",".join(concept), "--model", "shapes-cbm", "--dataset", "shapes", *device]
     if not cfg.dry:
         found["saliency"] += ["--track", "photos"]
-        found["oracle"] = ["-e", "oracle", "--track", "shapes", *device]
+        found["references"] = ["-e", ",".join(references), "--track", "shapes-shortcut", *device]
         found["vit"] = ["-e", "attention-rollout", "--suite", "vit", *device]
     return saliency, found
 

@@ -63,6 +63,7 @@ from xaibench.runner.track import TrackContext, load_track, supports
 from xaibench.sandbox import HIDDEN_VARIABLE, WORKDIR_KEYS, hide
 from xaibench.stats import INTERVAL_RULE, summarise
 from xaibench.suites.metric_selection import check_selectors, resolve_metrics, track_has_masks
+from xaibench.torch_numerics import fix_torch_numerics
 from xaibench.version import __version__
 
 SUMMARY_SCHEMA = "xaibench.summary/1"
@@ -565,14 +566,11 @@ def prepare_process(threads: int) -> None:
     - glibc's allocator kept from returning tensor memory to the OS (:mod:`xaibench.allocator`);
     - torch's intra-op threads: one by default. Measured here, two torch threads on 2 cores ran
       the shapes CNN 10x and EfficientNet-Lite0 1.6x slower than one as soon as anything else
-      ran, and a fixed count keeps float reductions, hence numbers, identical between runs;
-    - cuDNN deterministic and without autotuning: the same numbers on the same machine
-      (DESIGN 6; no effect on the CPU).
+      ran; cuDNN deterministic, without autotuning and without TF32
+      (:mod:`xaibench.torch_numerics`).
     """
     tune_allocator()
-    torch.set_num_threads(max(1, threads))
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
+    fix_torch_numerics(threads)
 
 
 def plugin_versions(registry: Registry) -> list[dict[str, Any]]:

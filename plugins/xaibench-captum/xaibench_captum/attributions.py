@@ -377,7 +377,7 @@ class _SuperpixelExplainer(CaptumExplainer):
             labels = superpixels(
                 images[i], self.params["segmentation"], self.params["n_segments"], self.params["compactness"]
             )
-            mask = torch.from_numpy(labels)[None, None]
+            mask = torch.from_numpy(labels)[None, None].to(x.device)  # Captum indexes the input with it
             # the surrogate fits are tiny least-squares problems: extra BLAS threads only spin
             with seeded(s), torch.no_grad(), threadpool_limits(limits=1, user_api="blas"):
                 attributions = self._method(_centred(forward, x[i : i + 1])).attribute(

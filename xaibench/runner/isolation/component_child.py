@@ -98,15 +98,13 @@ class _Component:
 
 def _build(message: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The component of the ``start`` message and its attributes."""
-    import torch
 
     from xaibench.allocator import tune_allocator
     from xaibench.plugins.manager import get_registry, remote_distribution
+    from xaibench.torch_numerics import fix_torch_numerics
 
     tune_allocator()
-    torch.set_num_threads(max(1, int(message["threads"])))
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
+    fix_torch_numerics(int(message["threads"]))
     kind, name, distribution = str(message["kind"]), str(message["name"]), str(message["distribution"])
     registry = get_registry()
     registry.materialise(distribution)

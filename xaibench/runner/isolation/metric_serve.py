@@ -35,6 +35,7 @@ from xaibench.runner.isolation import wire
 from xaibench.runner.isolation.frames import WorkerFailed, read_frame, sample_from_data, write_frame
 from xaibench.runner.isolation.metric_worker import MAX_FORWARD_PASSES, checked_output
 from xaibench.runner.isolation.workers import kill_orphans
+from xaibench.torch_numerics import fix_torch_numerics
 
 
 def serve(inbox: int, outbox: int) -> None:
@@ -66,9 +67,7 @@ class _Server:
 
     def start(self) -> dict[str, Any]:
 
-        torch.set_num_threads(self.threads)
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
+        fix_torch_numerics(self.threads)
         try:
             self.registry = get_registry()
             self.registry.materialise(self.distribution)
