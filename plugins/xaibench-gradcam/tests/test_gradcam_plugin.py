@@ -162,7 +162,9 @@ def test_lean_and_capped_cams_match_the_library(tiny: TinyTrack) -> None:
         "eigencam": tiny.run(cams.EigenCAM()),
         "eigengradcam": tiny.run(cams.EigenGradCAM()),
     }
-    with contextlib.redirect_stderr(io.StringIO()):  # the library's progress bars
+    # the library's Eigen-CAMs with its own projection, its arbitrary sign set by our convention
+    conventional = _conventional_library_projection()
+    with contextlib.redirect_stderr(io.StringIO()), _patched_projection(conventional):  # progress bars
         reference = {
             "scorecam": lib.ScoreCAM(module, [layer])(tiny.inputs.clone(), targets),
             "ablationcam": lib.AblationCAM(module, [layer])(tiny.inputs.clone(), targets),
@@ -173,6 +175,43 @@ def test_lean_and_capped_cams_match_the_library(tiny: TinyTrack) -> None:
     module.zero_grad(set_to_none=True)  # the library's backward() left gradients on the model
     for name, maps in ours.items():
         np.testing.assert_allclose(maps, reference[name], atol=1e-5, err_msg=name)
+
+
+def _conventional_library_projection():
+    """The library's ``get_2d_projection``, each image's projection signed by our convention."""
+    from pytorch_grad_cam.utils.svd_on_activations import get_2d_projection
+    from xaibench_gradcam._lib import signed_by_largest_entry
+
+    return lambda batch: np.float32([signed_by_largest_entry(p) for p in get_2d_projection(batch)])
+
+
+@contextlib.contextmanager
+def _patched_projection(projection):
+    """The library's Eigen-CAM modules calling ``projection`` instead of their ``get_2d_projection``."""
+    import pytorch_grad_cam.eigen_cam as eigen
+    import pytorch_grad_cam.eigen_grad_cam as eigen_grad
+
+    saved = eigen.get_2d_projection, eigen_grad.get_2d_projection
+    eigen.get_2d_projection = eigen_grad.get_2d_projection = projection
+    try:
+        yield
+    finally:
+        eigen.get_2d_projection, eigen_grad.get_2d_projection = saved
+
+
+def test_the_principal_component_sign_is_the_same_whatever_lapack_returns() -> None:
+    """LAPACK may return either sign of a singular vector; the projection is the same for both:
+    its entry of largest magnitude positive. Hand-made: rank one activations along (1, 2) with
+    spatial profile (3, -1, -2, 0), mean zero; the projection is that profile times |(1, 2)|, or
+    its negative, and the convention keeps the sign whose largest entry (3) is positive."""
+    from xaibench_gradcam._lib import first_component_projection, signed_by_largest_entry
+
+    profile = np.array([3.0, -1.0, -2.0, 0.0])
+    for sign in (1.0, -1.0):
+        acts = (sign * np.outer([1.0, 2.0], profile)).reshape(1, 2, 2, 2).astype(np.float32)
+        np.testing.assert_allclose(first_component_projection(acts)[0].reshape(-1), profile * np.sqrt(5), rtol=1e-5)
+    assert signed_by_largest_entry(np.array([1.0, -4.0, 2.0])).tolist() == [-1.0, 4.0, -2.0]
+    assert signed_by_largest_entry(np.zeros(3)).tolist() == [0.0, 0.0, 0.0]
 
 
 ABLATIONCAM_SHAPES_CNN = [

@@ -13,7 +13,9 @@ OpenCV, matplotlib and scikit-learn).
   result equals the library's up to float rounding.
 - :class:`LeanEigenCAM` and :class:`LeanEigenGradCAM` project on the first principal
   component with a thin SVD on one BLAS thread (the library computes the full
-  ``C x C`` basis it then discards: 20x slower at 1280 channels); same numbers (tested).
+  ``C x C`` basis it then discards: 20x slower at 1280 channels), the component's sign fixed
+  by a convention (:func:`first_component_projection`); the library's numbers up to that sign
+  (tested).
 - :func:`class_dff` is Deep Feature Factorization made class-specific (see its docstring).
 """
 
@@ -207,7 +209,13 @@ class LeanFullGrad(FullGrad):
 def first_component_projection(activations: np.ndarray) -> np.ndarray:
     """The library's ``get_2d_projection``: per image, centre the ``(h*w, C)`` activation
     matrix and project it on its first right singular vector; thin SVD, one BLAS thread
-    (small matrices: extra threads only spin)."""
+    (small matrices: extra threads only spin).
+
+    A singular vector's sign is arbitrary: LAPACK returns one or the other depending on its
+    build and kernels (full or thin SVD, CPU features), and the library keeps whichever comes,
+    so its map can come out inverted on one machine and not on another. Here the sign follows
+    scikit-learn's ``svd_flip`` convention: each projection's entry of largest magnitude is
+    positive (:func:`signed_by_largest_entry`), the same map from every LAPACK."""
     batch = np.nan_to_num(np.asarray(activations, dtype=np.float32), nan=0.0)
     out = []
     with threadpool_limits(limits=1, user_api="blas"):
@@ -215,8 +223,15 @@ def first_component_projection(activations: np.ndarray) -> np.ndarray:
             flat = a.reshape(a.shape[0], -1).T
             flat = flat - flat.mean(axis=0)
             _, _, vt = np.linalg.svd(flat, full_matrices=False)
-            out.append((flat @ vt[0]).reshape(a.shape[1:]))
+            out.append(signed_by_largest_entry(flat @ vt[0]).reshape(a.shape[1:]))
     return np.float32(out)
+
+
+def signed_by_largest_entry(projection: np.ndarray) -> np.ndarray:
+    """``projection`` or its negative, whichever has its entry of largest magnitude positive (the
+    first such entry on a tie of magnitudes; an all-zero projection is returned as is)."""
+    flat = projection.reshape(-1)
+    return -projection if flat.size and flat[np.argmax(np.abs(flat))] < 0 else projection
 
 
 class LeanEigenCAM(EigenCAM):

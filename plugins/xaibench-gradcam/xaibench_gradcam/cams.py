@@ -27,6 +27,8 @@ from xaibench_gradcam.reshape import reshape_for
 LIBRARY_VERSION = metadata.version("grad-cam")
 VERSION = f"1.0.0+gradcam.{LIBRARY_VERSION}"
 """Explainer version: ours plus the library's, so a library upgrade invalidates caches."""
+EIGEN_VERSION = f"1.1.0+gradcam.{LIBRARY_VERSION}"
+"""Eigen-CAM and EigenGrad-CAM: 1.1.0 fixes the principal component's sign by a convention."""
 
 SMOOTH = {"aug_smooth": Param(bool), "eigen_smooth": Param(bool)}
 RESHAPE = {"reshape": Param(str, choices=("model", "none", "vit"))}
@@ -152,9 +154,11 @@ class LayerCAM(CamExplainer):
 
 
 class EigenGradCAM(CamExplainer):
-    """EigenGrad-CAM: first principal component of gradient x activation."""
+    """EigenGrad-CAM: first principal component of gradient x activation, its sign fixed as
+    :class:`EigenCAM`'s (since 1.1.0)."""
 
     name = "eigengradcam"
+    version = EIGEN_VERSION
     description = "EigenGrad-CAM (principal component of gradient x activation) via pytorch-grad-cam."
     cam_class = "LeanEigenGradCAM"
     default_params: ClassVar[dict[str, Any]] = {"aug_smooth": False, "reshape": "model"}
@@ -164,11 +168,15 @@ class EigenGradCAM(CamExplainer):
 class EigenCAM(CamExplainer):
     """Eigen-CAM (Muhammad & Yeasin 2020): first principal component of the activations.
 
-    Class-agnostic (ignores the target) and, as in the library, the sign of the
-    component is not corrected, so a map can come out inverted.
+    Class-agnostic (ignores the target). The component's sign, which the library leaves to
+    LAPACK (a map could come out inverted on one machine and not on another), follows a
+    convention since 1.1.0: the projection's entry of largest magnitude is positive
+    (``xaibench_gradcam._lib.first_component_projection``). The map can still be inverted
+    relative to the object, as in the library, but it is the same on every machine.
     """
 
     name = "eigencam"
+    version = EIGEN_VERSION
     description = "Eigen-CAM (Muhammad & Yeasin 2020), class-agnostic, via pytorch-grad-cam."
     cam_class = "LeanEigenCAM"
     needs: ClassVar[tuple[str, ...]] = ("target_layer",)
