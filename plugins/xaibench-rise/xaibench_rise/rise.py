@@ -89,7 +89,8 @@ class Rise(AttributionExplainer):
         masks = self.masks(size, batch.seed).to(x.device)
         flat = masks.reshape(masks.shape[0], -1).double()  # once: every image's weighted sum is float64
         base = baseline_input(self.params["baseline"], x[:1], model)
-        maps = np.zeros((x.shape[0], size, size), dtype=np.float32)
+        # on the device until the last image: one copy to the host for the batch, not one per image
+        maps = torch.zeros((x.shape[0], size, size), dtype=torch.float64, device=x.device)
         with torch.no_grad():
             for b, target in enumerate(batch.targets.tolist()):
                 scores = []
@@ -99,8 +100,8 @@ class Rise(AttributionExplainer):
                     scores.append(probs[:, target])
                 weights = torch.cat(scores)
                 sal = (weights @ flat) / (masks.shape[0] * self.params["p"])
-                maps[b] = sal.reshape(size, size).cpu().numpy()
-        return maps
+                maps[b] = sal.reshape(size, size)
+        return maps.float().cpu().numpy()
 
 
 EXPLAINERS: tuple[type[Explainer], ...] = (Rise,)
