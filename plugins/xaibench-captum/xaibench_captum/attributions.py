@@ -69,12 +69,18 @@ class CaptumExplainer(AttributionExplainer):
     needs: ClassVar[tuple[str, ...]] = ("gradients",)
 
     def per_image(self, batch: ExplainBatch, fn: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
-        """Run ``fn(x_i[None], target_i)`` image by image under that image's seed."""
+        """Run ``fn(x_i[None], target_i)`` image by image under that image's seed (the targets read
+        to the host once, not once per image)."""
         parts = []
-        for i, s in enumerate(batch.seeds):
+        for i, (s, target) in enumerate(zip(batch.seeds, _host_targets(batch.targets), strict=True)):
             with seeded(s):
-                parts.append(fn(batch.x[i : i + 1], int(batch.targets[i])))
+                parts.append(fn(batch.x[i : i + 1], target))
         return torch.cat(parts)
+
+
+def _host_targets(targets: Any) -> list[int]:
+    """The batch's target classes as Python ints, in one device-to-host copy."""
+    return [int(t) for t in (targets.tolist() if isinstance(targets, torch.Tensor) else targets)]
 
 
 # ----------------------------------------------------------------------------- gradients
@@ -236,9 +242,11 @@ class SmoothGrad(CaptumExplainer):
         from captum.attr import Saliency as Method
 
         tunnel = NoiseTunnel(Method(model.module))
+        # every image's value range, read to the host at once
+        ranges = iter((batch.x.amax(dim=(1, 2, 3)) - batch.x.amin(dim=(1, 2, 3))).tolist())
 
         def one(xi: torch.Tensor, target: int) -> torch.Tensor:
-            sigma = float(self.params["noise_level"]) * float(xi.max() - xi.min())
+            sigma = float(self.params["noise_level"]) * next(ranges)
             return tunnel.attribute(
                 xi,
                 nt_type="smoothgrad",
@@ -373,7 +381,7 @@ class _SuperpixelExplainer(CaptumExplainer):
         forward = _forward(model, self.params["output"])
         refs = baseline_input(self.params["baseline"], x, model)
         maps = []
-        for i, s in enumerate(batch.seeds):
+        for i, (s, target) in enumerate(zip(batch.seeds, _host_targets(targets), strict=True)):
             labels = superpixels(
                 images[i], self.params["segmentation"], self.params["n_segments"], self.params["compactness"]
             )
@@ -383,7 +391,7 @@ class _SuperpixelExplainer(CaptumExplainer):
                 attributions = self._method(_centred(forward, x[i : i + 1])).attribute(
                     x[i : i + 1],
                     baselines=refs[i : i + 1],
-                    target=int(targets[i]),
+                    target=target,
                     feature_mask=mask,
                     n_samples=self.params["n_samples"],
                     perturbations_per_eval=forward_batch(int(x.shape[-1])),
@@ -402,7 +410,7 @@ class _SuperpixelExplainer(CaptumExplainer):
         x, targets = batch.x, batch.targets
         forward = _forward(model, self.params["output"])
         maps = np.zeros((x.shape[0], 1, x.shape[-1]), dtype=np.float32)
-        for i, s in enumerate(batch.seeds):
+        for i, (s, target) in enumerate(zip(batch.seeds, _host_targets(targets), strict=True)):
             present = torch.nonzero(x[i, -1, 0] > 0).reshape(-1)  # the real tokens' positions
             if present.numel() == 0:
                 continue
@@ -418,7 +426,7 @@ class _SuperpixelExplainer(CaptumExplainer):
                 attributions = self._method(_centred(placed, tokens)).attribute(
                     tokens,
                     baselines=torch.zeros_like(tokens),
-                    target=int(targets[i]),
+                    target=target,
                     feature_mask=mask,
                     n_samples=self.params["n_samples"],
                     perturbations_per_eval=forward_batch(int(x.shape[-1])),
