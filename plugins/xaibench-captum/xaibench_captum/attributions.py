@@ -72,15 +72,10 @@ class CaptumExplainer(AttributionExplainer):
         """Run ``fn(x_i[None], target_i)`` image by image under that image's seed (the targets read
         to the host once, not once per image)."""
         parts = []
-        for i, (s, target) in enumerate(zip(batch.seeds, _host_targets(batch.targets), strict=True)):
+        for i, (s, target) in enumerate(zip(batch.seeds, batch.targets.tolist(), strict=True)):
             with seeded(s):
                 parts.append(fn(batch.x[i : i + 1], target))
         return torch.cat(parts)
-
-
-def _host_targets(targets: Any) -> list[int]:
-    """The batch's target classes as Python ints, in one device-to-host copy."""
-    return [int(t) for t in (targets.tolist() if isinstance(targets, torch.Tensor) else targets)]
 
 
 # ----------------------------------------------------------------------------- gradients
@@ -381,7 +376,7 @@ class _SuperpixelExplainer(CaptumExplainer):
         forward = _forward(model, self.params["output"])
         refs = baseline_input(self.params["baseline"], x, model)
         maps = []
-        for i, (s, target) in enumerate(zip(batch.seeds, _host_targets(targets), strict=True)):
+        for i, (s, target) in enumerate(zip(batch.seeds, targets.tolist(), strict=True)):
             labels = superpixels(
                 images[i], self.params["segmentation"], self.params["n_segments"], self.params["compactness"]
             )
@@ -410,7 +405,7 @@ class _SuperpixelExplainer(CaptumExplainer):
         x, targets = batch.x, batch.targets
         forward = _forward(model, self.params["output"])
         maps = np.zeros((x.shape[0], 1, x.shape[-1]), dtype=np.float32)
-        for i, (s, target) in enumerate(zip(batch.seeds, _host_targets(targets), strict=True)):
+        for i, (s, target) in enumerate(zip(batch.seeds, targets.tolist(), strict=True)):
             present = torch.nonzero(x[i, -1, 0] > 0).reshape(-1)  # the real tokens' positions
             if present.numel() == 0:
                 continue

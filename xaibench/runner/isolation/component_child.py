@@ -98,7 +98,6 @@ class _Component:
 
 def _build(message: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The component of the ``start`` message and its attributes."""
-
     from xaibench.allocator import tune_allocator
     from xaibench.plugins.manager import get_registry, remote_distribution
     from xaibench.torch_numerics import fix_torch_numerics
