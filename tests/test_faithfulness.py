@@ -18,6 +18,7 @@ from scipy.sparse.linalg import spsolve
 
 from xaibench.api import ForwardCounter, MetricInput, Model, Sample
 from xaibench.metrics.faithfulness import formulas as fm
+from xaibench.metrics.faithfulness import imputation
 from xaibench.metrics.faithfulness.imputation import NEIGHBOUR_WEIGHTS, linear_imputation, noisy_linear_imputation
 from xaibench.metrics.faithfulness.perturbation import pixel_count, saliency_order
 from xaibench.metrics.other import formulas as fo
@@ -285,11 +286,20 @@ def _reference_system(removed: np.ndarray, image: np.ndarray):
     return a.tocsc(), b, idx
 
 
+@pytest.fixture(params=["banded", "superlu"])
+def solver(request, monkeypatch):
+    """Each exact solver of the imputation: banded Cholesky (images up to BANDED_MAX_SIDE a side)
+    and SuperLU (larger ones), forced on the small images of these tests."""
+    monkeypatch.setattr(imputation, "BANDED_MAX_SIDE", 10**6 if request.param == "banded" else 0)
+    return request.param
+
+
+@pytest.mark.parametrize("shape", [(17, 23), (23, 17)])  # wider than tall: the banded solver transposes
 @pytest.mark.parametrize("fraction", [0.05, 0.5, 0.95, 0.999])
-def test_imputation_matches_spsolve(fraction):
+def test_imputation_matches_spsolve(fraction, shape, solver):
     rng = np.random.default_rng(int(fraction * 1000))
-    image = rng.normal(size=(3, 17, 23))
-    removed = rng.random((17, 23)) < fraction
+    image = rng.normal(size=(3, *shape))
+    removed = rng.random(shape) < fraction
     removed[0, 0] = False  # keep one known pixel
     ours = linear_imputation(image, removed[None])[0]
     a, b, idx = _reference_system(removed, image)
@@ -301,16 +311,18 @@ def test_imputation_matches_spsolve(fraction):
     np.testing.assert_array_equal(ours[:, ~removed], image[:, ~removed].astype(np.float32))
 
 
-def test_imputation_is_neighbour_mean_and_batches_agree():
+def test_imputation_is_neighbour_mean_and_batches_agree(solver):
     rng = np.random.default_rng(1)
     image = rng.normal(size=(3, 20, 20))
     removed = rng.random((6, 20, 20)) < np.linspace(0.1, 0.9, 6)[:, None, None]
+    removed[2] = False  # an image with nothing to impute among the others
     together = linear_imputation(image, removed, max_unknowns=10**9)
     alone = np.stack([linear_imputation(image, removed[i : i + 1])[0] for i in range(6)])
     chunked = linear_imputation(image, removed, max_unknowns=50)
-    # the blocks of a block-diagonal system are factored independently: chunking changes no bit
+    # each image's system is solved on its own terms: chunking changes no bit
     np.testing.assert_array_equal(together, alone)
     np.testing.assert_array_equal(together, chunked)
+    np.testing.assert_array_equal(together[2], image.astype(np.float32))
     # Each removed pixel is the weighted mean of its in-image neighbours (renormalised weights).
     u = together.astype(np.float64)
     padded = np.pad(u, ((0, 0), (0, 0), (1, 1), (1, 1)))
@@ -319,6 +331,20 @@ def test_imputation_is_neighbour_mean_and_batches_agree():
     den = sum(wt * inside[1 + dr : 21 + dr, 1 + dc : 21 + dc] for dr, dc, wt in NEIGHBOUR_WEIGHTS)
     resid = np.abs(u - num / den)[np.broadcast_to(removed[:, None], u.shape)]
     assert resid.max() < 1e-5
+
+
+def test_the_two_exact_solvers_agree_on_a_road_curve(monkeypatch):
+    """Banded Cholesky and SuperLU on a 50-step ROAD curve of a 64 px image (the shapes tracks'
+    size, where the banded solver runs): the same images to float32 rounding."""
+    rng = np.random.default_rng(5)
+    image = rng.normal(size=(3, 64, 64))
+    rank = np.argsort(np.argsort(rng.random(64 * 64)))
+    masks = np.stack([(rank < pixel_count(np.array([p]), 100, 64 * 64)[0]).reshape(64, 64) for p in range(1, 100, 2)])
+    monkeypatch.setattr(imputation, "BANDED_MAX_SIDE", 64)
+    banded = linear_imputation(image, masks)
+    monkeypatch.setattr(imputation, "BANDED_MAX_SIDE", 63)
+    superlu = linear_imputation(image, masks)
+    np.testing.assert_allclose(banded, superlu, rtol=0, atol=1e-6)
 
 
 def test_imputation_all_removed_is_zero_and_noise_is_added():

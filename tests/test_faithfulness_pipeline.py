@@ -121,8 +121,8 @@ def test_forward_counter_runs_in_inference_mode_and_channels_last_changes_no_val
     np.testing.assert_allclose(fast.numpy(), plain.numpy(), atol=1e-6)
 
 
-def test_imputation_backend_is_superlu_on_the_cpu_and_torch_elsewhere() -> None:
-    assert imputation_backend("cpu") == "superlu"
+def test_imputation_backend_is_exact_on_the_cpu_and_torch_elsewhere() -> None:
+    assert imputation_backend("cpu") == "exact"
     assert imputation_backend(torch.device("cuda", 0)) == "torch"
     assert imputation_backend("cpu", "torch") == "torch"
     with pytest.raises(ValueError, match="unknown imputation solver 'lapack'"):
@@ -139,7 +139,7 @@ class Model32(Model):
         self.module = PixelSum(a=3.0).eval()
 
 
-def test_road_curves_agree_between_superlu_and_the_torch_solver() -> None:
+def test_road_curves_agree_between_the_exact_and_the_torch_solver() -> None:
     rng = np.random.default_rng(3)
     images = torch.from_numpy(rng.normal(size=(3, 3, 32, 32)).astype(np.float32))
     saliency = rng.random((3, 32, 32))
@@ -161,7 +161,7 @@ def test_road_curves_agree_between_superlu_and_the_torch_solver() -> None:
         assert not isinstance(faithfulness_batch(batch), str)
         return metric.score(batch)
 
-    exact, iterative = score("superlu"), score("torch")
+    exact, iterative = score("exact"), score("torch")
     for a, b in zip(exact.curves, iterative.curves, strict=True):
         for side in ("sufficiency", "necessity"):
             np.testing.assert_allclose(a[side]["probability"], b[side]["probability"], atol=1e-5)

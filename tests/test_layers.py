@@ -4,7 +4,8 @@ circles, counting imports inside functions (lazy imports) too.
 Layers, bottom to top (``docs/architecture.md`` shows the same table):
 
 0. ground floor: errors, version, files, integrity, sandbox, imaging, imagenet, seeds, params, stats,
-   randomisation, allocator, lazyjson, device_random, metric_cost, torch_numerics
+   randomisation, allocator, lazyjson, device_random, metric_cost, torch_numerics,
+   blas_threads
 1. the public types: ``api``, and the metric families' policy table: ``families``
 2. the plugin system and the author kit: ``plugins``, ``kit``, and ``tokens`` (text samples as a model sees them)
 3. components: ``datasets``, ``models``, ``explainers``, ``metrics``, ``pasta`` (not its training),
@@ -49,6 +50,7 @@ LAYERS: dict[str, int] = {
     "xaibench.safe_names": 0,
     "xaibench.metric_cost": 0,
     "xaibench.torch_numerics": 0,
+    "xaibench.blas_threads": 0,
     "xaibench.api": 1,
     "xaibench.families": 1,
     "xaibench.plugins": 2,

@@ -25,8 +25,6 @@ score. The sanity family is never ranked: a ``model_randomisation`` mean above 0
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import math
 from collections import defaultdict
@@ -36,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xaibench.blas_threads import one_blas_thread
 from xaibench.families import DEFAULT_FAMILY, POLICIES, family_index, policy_of
 from xaibench.publish.identity import check_submissions
 from xaibench.publish.sample_values import SampleValues
@@ -203,22 +202,6 @@ class PairedTable:
         return Comparison(int(self.shared[i, j]), self.explainers[w] if w >= 0 else None, *bounds)
 
 
-@functools.cache
-def _blas() -> object | None:
-    try:
-        from threadpoolctl import ThreadpoolController  # installed with scikit-learn
-    except ImportError:  # pragma: no cover - scikit-learn is a dependency
-        return None
-    return ThreadpoolController()
-
-
-def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
-    """BLAS on one thread: the products of a paired table are small, and BLAS threads spin on
-    them (8x the CPU time measured on 2 busy cores), so a board of many metrics is faster on one."""
-    blas = _blas()
-    return blas.limit(limits=1, user_api="blas") if blas is not None else contextlib.nullcontext()  # type: ignore[attr-defined]
-
-
 def _values(entries: Sequence[Entry], ids: Sequence[str]) -> np.ndarray:
     """(E, S) values of ``entries`` on ``ids``, NaN where n/a or missing (ids outside ``ids`` are ignored)."""
     position = {s: k for k, s in enumerate(ids)}
@@ -265,7 +248,7 @@ def paired_table(
         shared = np.rint(mask.astype(np.float64) @ mask.T.astype(np.float64)).astype(np.int64)
         return PairedTable(names, shared, low, high, np.full((n, n), -1))
     counts = resample_counts(len(ids), derive_seed(0, "paired", have[0].track, have[0].metric), N_BOOTSTRAP)
-    with _one_blas_thread():
+    with one_blas_thread():  # the products of a paired table are small
         if bounds:
             shared, low, high = paired_intervals(values, mask, counts, min_shared)
             with np.errstate(invalid="ignore"):

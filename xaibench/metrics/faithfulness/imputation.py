@@ -19,21 +19,34 @@ made here (documented in ``docs/metrics.md``):
   0, i.e. the dataset mean in normalised space.
 
 The systems of many images (e.g. all removal steps of a ROAD curve for every
-image of a batch) are assembled together without Python loops over pixels and
-solved as block-diagonal sparse systems (chunked to bound memory), each block
-ordered by a geometric nested dissection of the pixel grid so that the sparse
-LU factorisation (SuperLU, no pivoting: the matrix is symmetric positive
-definite) stays cheap. The result equals ``scipy.sparse.linalg.spsolve`` of
-the same system to rounding error.
+image of a batch) are assembled together without Python loops over pixels, in
+chunks that bound memory, and each image's system is solved exactly by one of
+two direct solvers, chosen by the image's shorter side
+(:data:`BANDED_MAX_SIDE`, measured by ``bench/bench_imputation_chunks.py``):
+
+- **banded Cholesky** (LAPACK ``dpbsv``) for small images: the unknowns in
+  raster order along the shorter side, so the matrix is a band of at most that
+  side + 1 diagonals; on 64 px images it takes about a third of SuperLU's time;
+- **SuperLU** (no pivoting: the matrix is symmetric positive definite) for
+  larger ones, where the band grows with the side and a sparse factorisation
+  wins: each chunk is one block-diagonal system, each block ordered by a
+  geometric nested dissection of the pixel grid so that the factor stays small.
+
+Both equal ``scipy.sparse.linalg.spsolve`` of the same system to rounding error,
+and each image's system is solved on its own terms, so the chunking changes no
+bit.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+
+from xaibench.metrics.faithfulness.banded import solve_banded_spd
 
 #: (row offset, column offset, weight) of the 8 neighbours.
 NEIGHBOUR_WEIGHTS: tuple[tuple[int, int, float], ...] = (
@@ -53,6 +66,17 @@ NEIGHBOUR_WEIGHTS: tuple[tuple[int, int, float], ...] = (
 #: 0.83 of the time at 8,192 as at 50,000, and 224 px images, solved alone either way, the same
 #: (bench/bench_imputation_chunks.py). The images are the same bit for bit at every bound.
 DEFAULT_MAX_UNKNOWNS = 8_192
+
+#: Images whose shorter side is at most this many pixels are solved by banded Cholesky, larger
+#: ones by SuperLU. The band has up to side + 1 diagonals, so its factor costs about side^2 per
+#: unknown against SuperLU's side (a nested dissection); measured on ROAD's calls
+#: (bench/bench_imputation_solvers.py), banded Cholesky takes 0.34-0.39 of SuperLU's time at 64 px,
+#: 0.7-0.8 at 192 px and 0.92-0.97 at 224 px, where SuperLU stays (the photo tracks' numbers with it).
+BANDED_MAX_SIDE = 192
+
+#: (row offset, column offset) of the neighbours that come before a pixel in raster order: the
+#: lower triangle of the banded system.
+_EARLIER = frozenset({(-1, -1), (-1, 0), (-1, 1), (0, -1)})
 
 
 @lru_cache(maxsize=16)
@@ -104,33 +128,50 @@ def nested_dissection_order(height: int, width: int) -> np.ndarray:
     return order
 
 
-def build_system(removed: np.ndarray, images: np.ndarray) -> tuple[sp.csc_matrix, np.ndarray, tuple[np.ndarray, ...]]:
-    """Assemble the imputation systems of ``N`` images as one block-diagonal system.
+@dataclass(frozen=True)
+class _Equations:
+    """The equations of the removed pixels of ``N`` images, unknowns in a given pixel order.
 
-    ``removed``: ``(N, H, W)`` bool, True where a pixel is imputed. ``images``:
-    ``(N, C, H, W)``, or ``(C, H, W)`` / ``(1, C, H, W)`` shared by all masks, with
-    the known values. Returns
-    ``(A, b, (sys, rows, cols))``: ``A`` is ``(M, M)`` sparse (M = removed
-    pixels in all images), ``b`` is ``(M, C)``, and unknown ``m`` is pixel
-    ``(rows[m], cols[m])`` of image ``sys[m]``. Unknowns are grouped by image
-    and ordered by :func:`nested_dissection_rank` within an image. Equation of a
-    removed pixel j: ``d_j u_j - sum_{removed k} w_jk u_k = sum_{known k} w_jk x_k``
-    with ``d_j`` the sum of the weights of j's in-image neighbours.
+    Unknown ``m`` is pixel ``(rows[m], cols[m])`` of image ``sys[m]``; unknowns are grouped by
+    image. Equation of unknown j: ``diag[j] u_j - sum w u_k = rhs[j]`` over its removed in-image
+    neighbours k (``links``: per neighbour offset ``(dr, dc)``, the unknowns that have that
+    neighbour removed, the neighbour's unknown and the weight), ``rhs`` the weighted known
+    neighbours, ``(M, C)``.
     """
-    removed = np.asarray(removed, dtype=bool)
+
+    diag: np.ndarray
+    rhs: np.ndarray
+    links: tuple[tuple[tuple[int, int], np.ndarray, np.ndarray, float], ...]
+    sys: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+
+
+def _check_shapes(removed: np.ndarray, images: np.ndarray) -> None:
     if removed.ndim != 3:
         raise ValueError(f"imputation: removed must be (N, H, W) bool, got shape {removed.shape}")
+    shared = images.ndim == 3 or images.shape[0] == 1
+    if images.shape[-2:] != removed.shape[1:] or (not shared and images.shape[0] != removed.shape[0]):
+        raise ValueError(f"imputation: images of shape {images.shape} do not match masks of shape {removed.shape}")
+
+
+def _equations(removed: np.ndarray, images: np.ndarray, pixel_order: np.ndarray | None) -> _Equations:
+    """Assemble the equations of every removed pixel, without Python loops over pixels.
+
+    ``pixel_order``: raster pixel indices in the order the unknowns of an image take (None:
+    raster order).
+    """
     n_img, height, width = removed.shape
     n_pix = height * width
     img = np.asarray(images, dtype=np.float64)
     channels = img.shape[-3]
     shared = img.ndim == 3 or img.shape[0] == 1
-    if img.shape[-2:] != (height, width) or (not shared and img.shape[0] != n_img):
-        raise ValueError(f"imputation: images of shape {img.shape} do not match masks of shape {removed.shape}")
-    # Unknowns grouped by image, in nested-dissection order within an image (no sort needed).
-    nd_order = nested_dissection_order(height, width)
-    sys_idx, pos = np.nonzero(removed.reshape(n_img, n_pix)[:, nd_order])
-    pix = nd_order[pos]
+    flat = removed.reshape(n_img, n_pix)
+    if pixel_order is None:
+        sys_idx, pix = np.nonzero(flat)
+    else:
+        sys_idx, pos = np.nonzero(flat[:, pixel_order])
+        pix = pixel_order[pos]
     rows, cols = np.divmod(pix, width)
     m = pix.size
     # Padded grids (one-pixel frame) make every neighbour index valid: state 0 = outside, 1 = known, 2 = removed.
@@ -148,23 +189,41 @@ def build_system(removed: np.ndarray, images: np.ndarray) -> tuple[sp.csc_matrix
     local = (rows + 1) * wp + (cols + 1) if shared else q
 
     diag = np.zeros(m)
-    b = np.zeros((m, channels))
-    ids = np.arange(m)
-    off_rows, off_cols, off_vals = [], [], []
+    rhs = np.zeros((m, channels))
+    links = []
     for dr, dc, weight in NEIGHBOUR_WEIGHTS:
         step = dr * wp + dc
         neighbour = state[q + step]
         diag += weight * (neighbour != 0)
-        b += (weight * (neighbour == 1))[:, None] * values[local + step]
-        unknown = neighbour == 2
-        off_rows.append(ids[unknown])
-        off_cols.append(var[q[unknown] + step])
-        off_vals.append(np.full(off_rows[-1].size, -weight))
-    all_rows = np.concatenate([ids, *off_rows])
-    all_cols = np.concatenate([ids, *off_cols])
-    all_vals = np.concatenate([diag, *off_vals])
+        rhs += (weight * (neighbour == 1))[:, None] * values[local + step]
+        unknown = np.flatnonzero(neighbour == 2)
+        links.append(((dr, dc), unknown, var[q[unknown] + step], weight))
+    return _Equations(diag, rhs, tuple(links), sys_idx, rows, cols)
+
+
+def build_system(removed: np.ndarray, images: np.ndarray) -> tuple[sp.csc_matrix, np.ndarray, tuple[np.ndarray, ...]]:
+    """Assemble the imputation systems of ``N`` images as one block-diagonal system.
+
+    ``removed``: ``(N, H, W)`` bool, True where a pixel is imputed. ``images``:
+    ``(N, C, H, W)``, or ``(C, H, W)`` / ``(1, C, H, W)`` shared by all masks, with
+    the known values. Returns
+    ``(A, b, (sys, rows, cols))``: ``A`` is ``(M, M)`` sparse (M = removed
+    pixels in all images), ``b`` is ``(M, C)``, and unknown ``m`` is pixel
+    ``(rows[m], cols[m])`` of image ``sys[m]``. Unknowns are grouped by image
+    and ordered by :func:`nested_dissection_rank` within an image. Equation of a
+    removed pixel j: ``d_j u_j - sum_{removed k} w_jk u_k = sum_{known k} w_jk x_k``
+    with ``d_j`` the sum of the weights of j's in-image neighbours.
+    """
+    removed = np.asarray(removed, dtype=bool)
+    images = np.asarray(images)
+    _check_shapes(removed, images)
+    eq = _equations(removed, images, nested_dissection_order(*removed.shape[1:]))
+    m = eq.diag.size
+    all_rows = np.concatenate([np.arange(m), *(own for _, own, _, _ in eq.links)])
+    all_cols = np.concatenate([np.arange(m), *(other for _, _, other, _ in eq.links)])
+    all_vals = np.concatenate([eq.diag, *(np.full(own.size, -weight) for _, own, _, weight in eq.links)])
     a = sp.csc_matrix((all_vals, (all_rows, all_cols)), shape=(m, m))
-    return a, b, (sys_idx, rows, cols)
+    return a, eq.rhs, (eq.sys, eq.rows, eq.cols)
 
 
 def _solve_spd(a: sp.csc_matrix, b: np.ndarray) -> np.ndarray:
@@ -173,6 +232,38 @@ def _solve_spd(a: sp.csc_matrix, b: np.ndarray) -> np.ndarray:
     # Symmetric positive definite and already in a dissection order: no pivoting, no reordering.
     lu = spla.splu(a, permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
     return lu.solve(b)
+
+
+def _solve_superlu(removed: np.ndarray, images: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The chunk's systems as one block-diagonal SuperLU solve: ``(solution (M, C), (sys, rows, cols))``."""
+    a, b, where = build_system(removed, images)
+    return _solve_spd(a, b), where
+
+
+def _solve_banded(removed: np.ndarray, images: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """Each image's system by banded Cholesky (LAPACK ``dpbsv``), unknowns in raster order:
+    ``(solution (M, C), (sys, rows, cols))``.
+
+    In raster order the removed neighbours of a pixel that come before it are at most
+    ``width + 1`` unknowns back, so the system is a band; each image's band is as wide as its
+    own farthest link, and each image is factored alone (the chunk changes no bit).
+    """
+    n_img = removed.shape[0]
+    eq = _equations(removed, images, None)
+    m = eq.diag.size
+    earlier = [(own, own - other, weight) for offset, own, other, weight in eq.links if offset in _EARLIER]
+    starts = np.searchsorted(eq.sys, np.arange(n_img + 1))
+    reach = np.zeros(n_img, dtype=np.int64)
+    for own, distance, _ in earlier:
+        np.maximum.at(reach, eq.sys[own], distance)
+    # LAPACK's lower band storage, column by column: band[i - j, j] = A[i, j] for 0 <= i - j <= width.
+    band = np.zeros((int(reach.max(initial=0)) + 1, m), order="F")
+    band[0] = eq.diag
+    for own, distance, weight in earlier:
+        band[distance, own - distance] = -weight
+    solution = np.asfortranarray(eq.rhs)
+    solve_banded_spd(band, solution, starts, reach)
+    return solution, (eq.sys, eq.rows, eq.cols)
 
 
 def linear_imputation(
@@ -186,9 +277,10 @@ def linear_imputation(
     ``images``: ``(N, C, H, W)`` or ``(C, H, W)`` (shared by all masks) float
     array; ``removed``: ``(N, H, W)`` bool. Returns a new ``(N, C, H, W)``
     float32 array whose known pixels are the input's and whose removed pixels
-    solve the linear system of :func:`build_system`. Images are solved together
-    in block-diagonal chunks of at most ``max_unknowns`` unknowns (an image
-    with more is solved alone).
+    solve the linear system of :func:`build_system`. Images are assembled
+    together in chunks of at most ``max_unknowns`` unknowns (an image with
+    more alone); each is solved exactly, by banded Cholesky when its shorter
+    side is at most :data:`BANDED_MAX_SIDE` and by SuperLU otherwise.
     """
     removed = np.asarray(removed, dtype=bool)
     if removed.ndim != 3:
@@ -200,11 +292,22 @@ def linear_imputation(
         raise ValueError(
             f"imputation: images of shape {images.shape} do not match removed masks of shape {removed.shape}"
         )
+    height, width = removed.shape[1:]
+    banded = min(height, width) <= BANDED_MAX_SIDE
+    if banded and width > height:
+        # raster order along the shorter side keeps the band narrow; the weights are symmetric
+        # under transposition, so the transposed system is the same system
+        return (
+            linear_imputation(images.swapaxes(-1, -2), removed.swapaxes(-1, -2), max_unknowns=max_unknowns)
+            .swapaxes(-1, -2)
+            .copy()
+        )
+    solve = _solve_banded if banded else _solve_superlu
     n_img = removed.shape[0]
     full = np.broadcast_to(images, (n_img, *images.shape[1:]))
     out = np.array(full, dtype=np.float32)
     counts = removed.reshape(n_img, -1).sum(axis=1)
-    n_pix = removed.shape[1] * removed.shape[2]
+    n_pix = height * width
     # Every pixel removed: nothing to interpolate from, the result is 0 (the mean in normalised space).
     everything = counts == n_pix
     out[everything] = 0.0
@@ -217,8 +320,7 @@ def linear_imputation(
             stop += 1
         chunk = todo[start:stop]
         src = images if images.shape[0] == 1 else images[chunk]
-        a, b, (sys_idx, rows, cols) = build_system(removed[chunk], src.astype(np.float64, copy=False))
-        solution = _solve_spd(a, b)
+        solution, (sys_idx, rows, cols) = solve(removed[chunk], src.astype(np.float64, copy=False))
         out[chunk[sys_idx], :, rows, cols] = solution.astype(np.float32)
         start = stop
     return out

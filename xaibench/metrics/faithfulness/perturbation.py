@@ -35,10 +35,11 @@ from xaibench.metrics.faithfulness.imputation_torch import noisy_linear_imputati
 Order = Literal["descending", "ascending"]
 Perturbation = Literal["road", "black", "uniform", "gaussian"]
 PERTURBATIONS: tuple[Perturbation, ...] = ("road", "black", "uniform", "gaussian")
-Imputation = Literal["auto", "superlu", "torch"]
+Imputation = Literal["auto", "exact", "torch"]
 
 CPU_IMPUTATION_THREADS = 2
-"""Worker threads that impute ahead of the forward passes on the CPU (SuperLU releases the GIL)."""
+"""Worker threads that impute ahead of the forward passes on the CPU (both exact solvers release the
+GIL: SuperLU, and the banded Cholesky called through ctypes)."""
 
 
 # ----------------------------------------------------------------------------- orders and counts
@@ -87,20 +88,21 @@ def pixel_count(numerator: int | np.ndarray, denominator: int, n: int) -> np.nda
     return (num * n) // denominator
 
 
-def imputation_backend(device: torch.device | str, choice: Imputation = "auto") -> Literal["superlu", "torch"]:
+def imputation_backend(device: torch.device | str, choice: Imputation = "auto") -> Literal["exact", "torch"]:
     """The solver of the ``road`` imputation for images on ``device``.
 
-    ``auto``: exact SuperLU on the CPU and the batched multigrid-preconditioned conjugate
-    gradients of :mod:`~xaibench.metrics.faithfulness.imputation_torch` on any other device, where
-    the images already are. Chosen by measurement (``bench/bench_imputation.py``): on the 2-core
-    CPU, SuperLU took 69 ms per 224 px system and the torch solver 88 ms at its best; both agree to
-    1e-5.
+    ``auto``: the exact direct solve of :func:`~xaibench.metrics.faithfulness.imputation.linear_imputation`
+    on the CPU (banded Cholesky for images up to 192 px a side, SuperLU above) and the batched
+    multigrid-preconditioned conjugate gradients of
+    :mod:`~xaibench.metrics.faithfulness.imputation_torch` on any other device, where the images
+    already are. Chosen by measurement (``bench/bench_imputation.py``): on the 2-core CPU, SuperLU
+    took 69 ms per 224 px system and the torch solver 88 ms at its best; all agree to 1e-5.
     """
-    if choice not in ("auto", "superlu", "torch"):
-        raise ValueError(f"unknown imputation solver {choice!r}; known: auto, superlu, torch")
+    if choice not in ("auto", "exact", "torch"):
+        raise ValueError(f"unknown imputation solver {choice!r}; known: auto, exact, torch")
     if choice != "auto":
         return choice
-    return "superlu" if torch.device(device).type == "cpu" else "torch"
+    return "exact" if torch.device(device).type == "cpu" else "torch"
 
 
 # ----------------------------------------------------------------------------- fills

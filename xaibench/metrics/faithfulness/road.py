@@ -13,6 +13,7 @@ batch's memo, so ``road_faithfulness`` reuses the curves of ``road_sufficiency``
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 
 from xaibench.api import MetricCost, MetricOutput
+from xaibench.blas_threads import one_blas_thread
 from xaibench.metrics.faithfulness import formulas as fm
 from xaibench.metrics.faithfulness.base import FaithfulnessMetric, unscored
 from xaibench.metrics.faithfulness.context import OWNER, BatchedScorer, FaithfulnessBatch
@@ -83,9 +85,9 @@ def road_curves(
     todo = np.unique(counts[counts > 0])
     p0 = ctx.clean_probabilities()
     backend = imputation_backend(ctx.device, imputation)
-    # SuperLU releases the GIL: on the CPU two threads impute while the forwards run (measured in
-    # bench/bench_faithfulness_overhead.py); the other perturbations cost little to build.
-    builders = CPU_IMPUTATION_THREADS if perturbation == "road" and backend == "superlu" else 1
+    # The exact solvers release the GIL: on the CPU two threads impute while the forwards run
+    # (measured in bench/bench_faithfulness_overhead.py); the other perturbations cost little to build.
+    builders = CPU_IMPUTATION_THREADS if perturbation == "road" and backend == "exact" else 1
     scorer = BatchedScorer(ctx, builders=builders)
     pending: dict[tuple[int, Order], tuple] = {}
     out: dict[tuple[int, Order], np.ndarray] = {}
@@ -123,7 +125,10 @@ def road_curves(
 
             scorer.add_lazy((b, order), len(todo), make, int(ctx.targets[b]))
             pending[(b, order)] = key
-    scored = scorer.finish()
+    # The CPU solvers' LAPACK and BLAS calls are small: threads of their own would only spin
+    # against the builders and the forwards (xaibench.blas_threads).
+    with one_blas_thread() if backend == "exact" else contextlib.nullcontext():
+        scored = scorer.finish()
     for (b, order), key in pending.items():
         lookup = {0: float(p0[b]), **{int(c): float(p) for c, p in zip(todo, scored[(b, order)], strict=True)}}
         curve = np.array([lookup[int(c)] for c in counts])
