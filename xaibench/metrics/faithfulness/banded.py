@@ -71,9 +71,9 @@ def solve_banded_spd(band: np.ndarray, rhs: np.ndarray, starts: np.ndarray, widt
                 ctypes.byref(ctypes.c_int(hi - lo)),
                 ctypes.byref(ctypes.c_int(kd)),
                 ctypes.byref(ctypes.c_int(channels)),
-                band.ctypes.data + lo * ldab * 8,
+                band.ctypes.data + lo * band.strides[1],
                 ctypes.byref(ctypes.c_int(ldab)),
-                rhs.ctypes.data + lo * 8,
+                rhs.ctypes.data + lo * rhs.strides[0],
                 ctypes.byref(ctypes.c_int(m)),
                 ctypes.byref(status),
             )

@@ -22,7 +22,7 @@ The systems of many images (e.g. all removal steps of a ROAD curve for every
 image of a batch) are assembled together without Python loops over pixels, in
 chunks that bound memory, and each image's system is solved exactly by one of
 two direct solvers, chosen by the image's shorter side
-(:data:`BANDED_MAX_SIDE`, measured by ``bench/bench_imputation_chunks.py``):
+(:data:`BANDED_MAX_SIDE`, measured by ``bench/bench_imputation_solvers.py``):
 
 - **banded Cholesky** (LAPACK ``dpbsv``) for small images: the unknowns in
   raster order along the shorter side, so the matrix is a band of at most that
@@ -148,11 +148,18 @@ class _Equations:
 
 
 def _check_shapes(removed: np.ndarray, images: np.ndarray) -> None:
+    """``removed`` ``(N, H, W)``; ``images`` ``(C, H, W)``, ``(1, C, H, W)`` or ``(N, C, H, W)``."""
     if removed.ndim != 3:
         raise ValueError(f"imputation: removed must be (N, H, W) bool, got shape {removed.shape}")
-    shared = images.ndim == 3 or images.shape[0] == 1
-    if images.shape[-2:] != removed.shape[1:] or (not shared and images.shape[0] != removed.shape[0]):
-        raise ValueError(f"imputation: images of shape {images.shape} do not match masks of shape {removed.shape}")
+    shared = images.ndim == 3 or (images.ndim == 4 and images.shape[0] == 1)
+    if (
+        images.ndim not in (3, 4)
+        or images.shape[-2:] != removed.shape[1:]
+        or not (shared or images.shape[0] == removed.shape[0])
+    ):
+        raise ValueError(
+            f"imputation: images of shape {images.shape} do not match removed masks of shape {removed.shape}"
+        )
 
 
 def _equations(removed: np.ndarray, images: np.ndarray, pixel_order: np.ndarray | None) -> _Equations:
@@ -283,15 +290,10 @@ def linear_imputation(
     side is at most :data:`BANDED_MAX_SIDE` and by SuperLU otherwise.
     """
     removed = np.asarray(removed, dtype=bool)
-    if removed.ndim != 3:
-        raise ValueError(f"imputation: removed must be (N, H, W) bool, got shape {removed.shape}")
     images = np.asarray(images)
+    _check_shapes(removed, images)
     if images.ndim == 3:
         images = images[None]
-    if images.ndim != 4 or images.shape[-2:] != removed.shape[-2:] or images.shape[0] not in (1, removed.shape[0]):
-        raise ValueError(
-            f"imputation: images of shape {images.shape} do not match removed masks of shape {removed.shape}"
-        )
     height, width = removed.shape[1:]
     banded = min(height, width) <= BANDED_MAX_SIDE
     if banded and width > height:
