@@ -89,8 +89,8 @@ flag; 0.41 at 64 samples): sixteen methods (the gradient, LRP, DeepLIFT and CAM 
 at chance there by construction, the known result (saturated evidence has zero gradient), their
 means within 1e-3 of one another, so their order among themselves is noise at any n; the board
 shows them tied. The cost is ROAD's imputation (a sparse solve per perturbed image: 256 images x
-2 orders x 50 steps), not the model: the six tracks at 256 took 287-663 s an explainer on two
-cores."""
+2 orders x 50 steps), not the model; solved as a band on these 64 px images, a typical
+explainer's whole record (all fifteen tracks) took about 300 s on two cores."""
 MECHANISM_RECORD_METRICS = (
     "family:ground_truth",
     *FAITHFULNESS_CURVES,
