@@ -88,9 +88,10 @@ stable but ``mechanism-saturation``'s ``gt_mass_inside`` (``p05_tau`` 0.49, flag
 against the 0.5 threshold; 0.41 at 64 samples): sixteen methods (the gradient, LRP, DeepLIFT and
 CAM families) score at chance there by construction, the known result (saturated evidence has
 zero gradient), their means within 1e-3 of one another, so their order among themselves is noise
-at any n, which the flag reports; the board's paired ranks put them in two tied groups. The cost is ROAD's imputation (a sparse solve per perturbed image: 256 images x
-2 orders x 50 steps), not the model; solved as a band on these 64 px images, a typical
-explainer's whole record (all fifteen tracks) took about 300 s on two cores."""
+at any n, which the flag reports; the board's paired ranks put them in two tied groups. The cost
+is ROAD's imputation (a sparse solve per perturbed image: 256 images x 2 orders x 50 steps), not
+the model; solved as a band on these 64 px images, a typical explainer's whole record (all
+fifteen tracks) took about 300 s on two cores."""
 MECHANISM_RECORD_METRICS = (
     "family:ground_truth",
     *FAITHFULNESS_CURVES,
