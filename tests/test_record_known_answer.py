@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -56,8 +55,8 @@ def _overall(track: str) -> dict[str, int]:
 def _values(explainer: str, track: str, metric: str) -> dict[str, float]:
     """Per-sample values (sample id -> value) of one metric, n/a left out."""
     block = _submission(explainer)["tracks"][track]
-    samples = per_sample(block, block["metrics"][metric]) or {}
-    return {k: v for k, v in samples.items() if v is not None and not math.isnan(v)}
+    samples = per_sample(block, block["metrics"][metric]) or {}  # n/a (NaN in the file) is None
+    return {k: v for k, v in samples.items() if v is not None}
 
 
 def _paired_interval(a: str, b: str, track: str, metric: str) -> tuple[float, float] | None:
